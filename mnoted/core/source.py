@@ -1,0 +1,129 @@
+"""A document's bytes as lines that remember their own line endings.
+
+Every edit in mnoted is a splice of these lines, so that what an edit does not
+touch keeps its exact bytes: the BOM, each line's terminator (LF, CRLF or a
+bare CR, mixed freely), a missing final newline, tabs and trailing spaces.
+Bytes that are not valid UTF-8 are carried through with ``surrogateescape`` and
+written back unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+BOM = "\ufeff"
+_LINE_RE = re.compile(r"([^\r\n]*)(\r\n|\r|\n|$)")
+
+
+def decode(data: bytes | str) -> tuple[bool, str]:
+    """Text of a document and whether it began with a UTF-8 byte order mark."""
+    text = data if isinstance(data, str) else data.decode("utf-8", "surrogateescape")
+    if text.startswith(BOM):
+        return True, text[1:]
+    return False, text
+
+
+def split_lines(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Split text on CRLF, CR and LF (as markdown-it does) keeping each terminator."""
+    lines: list[str] = []
+    ends: list[str] = []
+    pos = 0
+    n = len(text)
+    while pos < n:
+        m = _LINE_RE.match(text, pos)
+        assert m is not None
+        lines.append(m.group(1))
+        ends.append(m.group(2))
+        pos = m.end()
+    return tuple(lines), tuple(ends)
+
+
+@dataclass(frozen=True)
+class Source:
+    """Immutable line-level view of a document; ``ends[i]`` is line i's terminator."""
+
+    lines: tuple[str, ...]
+    ends: tuple[str, ...]
+    bom: bool = False
+
+    @classmethod
+    def from_data(cls, data: bytes | str) -> Source:
+        bom, text = decode(data)
+        lines, ends = split_lines(text)
+        return cls(lines, ends, bom)
+
+    @property
+    def newline(self) -> str:
+        """The file's own line ending: the most common one, LF for a file with none."""
+        counts = Counter(e for e in self.ends if e)
+        return counts.most_common(1)[0][0] if counts else "\n"
+
+    @property
+    def text(self) -> str:
+        return "".join(line + end for line, end in zip(self.lines, self.ends, strict=True))
+
+    @property
+    def normalized(self) -> str:
+        """The text with every line ending written as LF (what the parser sees)."""
+        return "".join(line + ("\n" if end else "") for line, end in zip(self.lines, self.ends, strict=True))
+
+    def to_bytes(self) -> bytes:
+        return ((BOM if self.bom else "") + self.text).encode("utf-8", "surrogateescape")
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def segment(self, start: int, end: int) -> str:
+        """Lines ``start:end`` joined with LF, without a final newline."""
+        return "\n".join(self.lines[start:end])
+
+    def replace_lines(self, start: int, end: int, new: Sequence[str]) -> Source:
+        """Replace lines ``start:end`` with ``new`` (no terminators), written with the file's newline.
+
+        Lines outside the range keep their bytes, except that a last line without a
+        terminator gets one when lines are added after it (the file then still ends
+        without a final newline).
+        """
+        if not 0 <= start <= end <= len(self.lines):
+            raise ValueError(f"line range {start}:{end} outside 0:{len(self.lines)}")
+        nl = self.newline
+        lines = list(self.lines)
+        ends = list(self.ends)
+        new_ends = [nl] * len(new)
+        if end == len(lines) and ends and ends[-1] == "":
+            # The file ends without a newline; keep it that way.
+            if new:
+                new_ends[-1] = ""
+                if start == end:
+                    ends[start - 1] = nl
+            elif start > 0:
+                ends[start - 1] = ""
+        lines[start:end] = list(new)
+        ends[start:end] = new_ends
+        return Source(tuple(lines), tuple(ends), self.bom)
+
+    def with_normalized_text(self, new_text: str) -> Source:
+        """A source whose normalized text is ``new_text``, reusing this one's bytes where lines match.
+
+        Unchanged lines keep their own terminators; new lines get the file's newline.
+        This is how whole-text edits (search/replace, page save) stay byte-faithful
+        outside what they change.
+        """
+        from difflib import SequenceMatcher
+
+        new_lines, new_raw_ends = split_lines(new_text)
+        if self.normalized == new_text:
+            return self
+        nl = self.newline
+        out_ends: list[str] = [nl if e else "" for e in new_raw_ends]
+        matcher = SequenceMatcher(None, self.lines, new_lines, autojunk=False)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            if tag == "equal":
+                for k in range(i2 - i1):
+                    old_end = self.ends[i1 + k]
+                    if out_ends[j1 + k] and old_end:
+                        out_ends[j1 + k] = old_end
+        return Source(new_lines, tuple(out_ends), self.bom)

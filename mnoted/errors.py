@@ -1,0 +1,187 @@
+"""The one exception hierarchy of mnoted, and the one place error codes live.
+
+Every failure a caller can see is a :class:`MnoteError` carrying a wire ``code``
+(from the seeds where they name one), a ``message`` and a ``hint`` that says
+what to do next. Transports turn it into the ``error`` object of the response
+envelope; nothing else maps exceptions to codes.
+
+This module imports nothing from mnoted, so every layer (the pure core too)
+may raise these errors.
+
+    MnoteError
+    ├── InvalidArguments          mnote_tool_invalid_arguments
+    ├── NotFound                  mnote_tool_not_found
+    │   └── BlockNotFound         mnote_block_not_found
+    ├── InvalidTreeOperation      mnote_block_invalid_tree_operation
+    ├── TargetOutOfScope          mnote_block_target_out_of_scope
+    ├── EditMismatch              mnote_markdown_edit_mismatch
+    ├── InvalidFrontmatter        mnote_page_invalid_frontmatter
+    ├── UnsupportedOption         mnote_tool_unsupported_option
+    ├── Conflict                  mnote_tool_conflict
+    ├── IdempotencyConflict       mnote_tool_idempotency_conflict
+    ├── PermissionDenied          mnote_tool_permission_denied
+    ├── UnknownTool               mnote_tool_unknown
+    ├── ToolDisabled              mnote_tool_disabled
+    ├── TooLarge                  mnote_tool_too_large
+    ├── Stale                     mnote_review_stale
+    ├── InvalidTransition         mnote_review_invalid_transition
+    ├── PathRejected              mnote_path_rejected
+    ├── WorkspaceInvalid          mnote_workspace_invalid
+    ├── LockBusy                  mnote_store_locked
+    ├── StorageError              mnote_store_io_error
+    └── InternalError             mnote_internal_error
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class MnoteError(Exception):
+    """Base of every error a caller can see; ``code`` is the wire error code."""
+
+    code: ClassVar[str] = "mnote_internal_error"
+    default_hint: ClassVar[str] = ""
+
+    def __init__(self, message: str, *, hint: str | None = None, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint if hint is not None else self.default_hint
+        self.details: dict[str, Any] = details
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``error`` object of a response envelope."""
+        out: dict[str, Any] = {"code": self.code, "message": self.message, "hint": self.hint}
+        if self.details:
+            out["details"] = self.details
+        return out
+
+
+class InvalidArguments(MnoteError):
+    code = "mnote_tool_invalid_arguments"
+    default_hint = "Check the tool's input schema in the manifest and send the call again."
+
+
+class NotFound(MnoteError):
+    code = "mnote_tool_not_found"
+    default_hint = "List the workspace's pages to find the right documentId or path."
+
+
+class BlockNotFound(NotFound):
+    code = "mnote_block_not_found"
+    default_hint = "Fetch the page again: block ids are listed in its blocks."
+
+
+class InvalidTreeOperation(MnoteError):
+    code = "mnote_block_invalid_tree_operation"
+    default_hint = "Fetch the page's block tree and choose a target that keeps it valid."
+
+
+class TargetOutOfScope(MnoteError):
+    code = "mnote_block_target_out_of_scope"
+    default_hint = "Only the blocks in allowedTargetBlockIds may be changed in this run."
+
+
+class EditMismatch(MnoteError):
+    code = "mnote_markdown_edit_mismatch"
+    default_hint = "Make each search string longer so it matches exactly one place in the page."
+
+
+class InvalidFrontmatter(MnoteError):
+    code = "mnote_page_invalid_frontmatter"
+    default_hint = "Fix the YAML between the '---' lines at the top of the file first."
+
+
+class UnsupportedOption(MnoteError):
+    code = "mnote_tool_unsupported_option"
+    default_hint = "Send only the options the manifest lists as supported."
+
+
+class Conflict(MnoteError):
+    code = "mnote_tool_conflict"
+    default_hint = "The page changed since you read it: fetch it again and redo the edit."
+
+
+class IdempotencyConflict(MnoteError):
+    code = "mnote_tool_idempotency_conflict"
+    default_hint = "Use a new idempotencyKey for a different request."
+
+
+class PermissionDenied(MnoteError):
+    code = "mnote_tool_permission_denied"
+    default_hint = "Ask the workspace owner for a token with the needed scope and grant."
+
+
+class UnknownTool(MnoteError):
+    code = "mnote_tool_unknown"
+    default_hint = "List the tools with GET /v1/tools or `mnote tools`."
+
+
+class ToolDisabled(MnoteError):
+    code = "mnote_tool_disabled"
+    default_hint = "The workspace profile disables this tool; the owner can enable it."
+
+
+class TooLarge(MnoteError):
+    code = "mnote_tool_too_large"
+    default_hint = "Send a smaller request or edit the page in smaller steps."
+
+
+class Stale(MnoteError):
+    code = "mnote_review_stale"
+    default_hint = "The page changed since the proposal was made: retry to get a fresh preview."
+
+
+class InvalidTransition(MnoteError):
+    code = "mnote_review_invalid_transition"
+    default_hint = "Get the review session to see its state and allowed actions."
+
+
+class PathRejected(MnoteError):
+    code = "mnote_path_rejected"
+    default_hint = "Use a relative path to a .md file inside the workspace, outside .git/ and .mnote/."
+
+
+class WorkspaceInvalid(MnoteError):
+    code = "mnote_workspace_invalid"
+    default_hint = "Fix the repository state with git (see the message), then try again."
+
+
+class LockBusy(MnoteError):
+    code = "mnote_store_locked"
+    default_hint = "Another program holds a Git lock; wait for it to finish and try again."
+
+
+class StorageError(MnoteError):
+    code = "mnote_store_io_error"
+    default_hint = "Check free disk space and permissions of the workspace, then try again."
+
+
+class InternalError(MnoteError):
+    code = "mnote_internal_error"
+    default_hint = "This is a bug in mnoted; the daemon log has the details."
+
+
+ALL_ERRORS: tuple[type[MnoteError], ...] = (
+    InvalidArguments,
+    NotFound,
+    BlockNotFound,
+    InvalidTreeOperation,
+    TargetOutOfScope,
+    EditMismatch,
+    InvalidFrontmatter,
+    UnsupportedOption,
+    Conflict,
+    IdempotencyConflict,
+    PermissionDenied,
+    UnknownTool,
+    ToolDisabled,
+    TooLarge,
+    Stale,
+    InvalidTransition,
+    PathRejected,
+    WorkspaceInvalid,
+    LockBusy,
+    StorageError,
+    InternalError,
+)
