@@ -1,0 +1,44 @@
+"""Shared test fixtures: the corpus, and an environment that no user setting leaks into."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = (REPO / ".." / "shared" / "corpus").resolve()
+if not CORPUS.is_dir():
+    CORPUS = Path(os.environ.get("MNOTE_CORPUS", "/work/shared/corpus"))
+
+
+def corpus_files() -> list[Path]:
+    root = CORPUS / "obsidian-help"
+    return sorted(root.rglob("*.md"))
+
+
+def commonmark_examples() -> list[dict[str, object]]:
+    with (CORPUS / "commonmark-spec.json").open(encoding="utf-8") as fh:
+        return list(json.load(fh))
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No GIT_* variable, HOME or XDG directory of the machine reaches a test."""
+    home = tmp_path_factory.mktemp("home")
+    for key in list(os.environ):
+        if key.startswith("GIT_") or key.startswith("XDG_"):
+            monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(home / "run"))
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Test User")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "test@example.com")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "Test User")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "test@example.com")
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    yield
