@@ -8,6 +8,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# CI runs the default profile; `pytest --hypothesis-profile=long` digs deeper.
+settings.register_profile("default", max_examples=150, deadline=None)
+settings.register_profile("long", max_examples=3000, deadline=None)
+settings.load_profile("default")
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = (REPO / ".." / "shared" / "corpus").resolve()
@@ -26,7 +32,9 @@ def commonmark_examples() -> list[dict[str, object]]:
 
 
 @pytest.fixture(autouse=True)
-def clean_environment(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def clean_environment(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
     """No GIT_* variable, HOME or XDG directory of the machine reaches a test."""
     home = tmp_path_factory.mktemp("home")
     for key in list(os.environ):

@@ -70,23 +70,32 @@ def unified_diff(before: Page, after: Page) -> str:
         fromfile=f"a/{name}",
         tofile=f"b/{name}",
     )
-    return "".join(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines)
+    return "".join(
+        ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines
+    )
 
 
 def _own(block: Block) -> tuple[Any, ...]:
+    """What a block is apart from its children (the parser writes props in a fixed order)."""
     if block.type in ("list", "quote"):
-        return (block.type, sorted(block.props.items()))
-    return (block.type, block.text, sorted(block.props.items()))
+        return (block.type, tuple(block.props.items()))
+    return (block.type, block.text, tuple(block.props.items()))
 
 
 def changed_ids(before: Page, after: Page, also: Sequence[str] = ()) -> list[str]:
     """Ids inserted, deleted or changed in themselves (not merely through a child)."""
-    old = {b.id: b for b in before.walk()}
-    new = {b.id: b for b in after.walk()}
-    out = [i for i, b in new.items() if i not in old or _own(old[i]) != _own(b)]
-    out += [i for i in old if i not in new]
+    old = before.index
+    new = after.index
+    if after.window is not None:
+        old_ids, new_ids = after.window
+        out = [i for i in new_ids if i not in old or _own(old[i]) != _own(new[i])]
+        out += [i for i in old_ids if i not in new]
+    else:
+        out = [i for i, b in new.items() if i not in old or _own(old[i]) != _own(b)]
+        out += [i for i in old if i not in new]
     out += [i for i in also if i not in out and (i in new or i in old)]
-    return out
+    order = {i: n for n, i in enumerate(new)}
+    return sorted(out, key=lambda i: order.get(i, len(order)))
 
 
 # -- splicing helpers ----------------------------------------------------------
@@ -154,15 +163,58 @@ def _splice_block(
 def _others_unchanged(page: Page, new_page: Page, replaced: Sequence[Block]) -> bool:
     """Whether every block outside ``replaced`` is still there, itself unchanged."""
     gone = {b.id for r in replaced for b in r.walk()}
-    return all(
-        new_page.has_block(b.id) and _own(new_page.block(b.id)) == _own(b)
-        for b in page.walk()
-        if b.id not in gone
-    )
+    index = new_page.index
+    candidates = list(page.walk())
+    old_tops, new_tops = page.blocks, new_page.blocks
+    if new_page.window is not None:
+        old_ids, new_ids = new_page.window
+        if not gone <= old_ids:
+            return False
+        candidates = [page.index[i] for i in old_ids]
+        old_tops = [b for b in page.blocks if b.id in old_ids]
+        new_tops = [b for b in new_page.blocks if b.id in new_ids]
+    old_parents = _parents(old_tops)
+    new_parents = _parents(new_tops)
+    for b in candidates:
+        if b.id in gone:
+            continue
+        other = index.get(b.id)
+        if other is None or (other is not b and _own(other) != _own(b)):
+            return False
+        if old_parents.get(b.id) != new_parents.get(b.id):
+            return False
+    return True
 
 
-_ANY = ("heading", "paragraph", "list", "list_item", "task_item", "code", "quote", "callout",
-        "table", "thematic_break", "html", "math", "definition")
+def _parents(tops: Sequence[Block]) -> dict[str, str | None]:
+    """Block id → parent id within the trees ``tops``."""
+    out: dict[str, str | None] = {}
+
+    def visit(block: Block, parent: str | None) -> None:
+        out[block.id] = parent
+        for child in block.children:
+            visit(child, block.id)
+
+    for top in tops:
+        visit(top, None)
+    return out
+
+
+_ANY = (
+    "heading",
+    "paragraph",
+    "list",
+    "list_item",
+    "task_item",
+    "code",
+    "quote",
+    "callout",
+    "table",
+    "thematic_break",
+    "html",
+    "math",
+    "definition",
+)
 
 
 def _blank(page: Page, line: int, prefix: str) -> bool:
@@ -232,8 +284,10 @@ def _lines_for(
         marker = str(parent.props.get("marker", "-"))
         if parent.props.get("ordered"):
             prev = siblings[index - 1] if index > 0 else None
-            number = int(str(prev.props.get("marker", "1."))[:-1]) + 1 if prev else int(
-                parent.props.get("start", 1)
+            number = (
+                int(str(prev.props.get("marker", "1."))[:-1]) + 1
+                if prev
+                else int(parent.props.get("start", 1))
             )
             marker = f"{number}{parent.props.get('marker', '.')}"
         elif ref is not None:
@@ -285,8 +339,10 @@ def _insert(
     return new_page, first, new_type
 
 
-def insert_block_after(page: Page, block: Mapping[str, Any], after_block_id: str | None = None) -> EditResult:
-    """Insert ``block`` after ``after_block_id`` (as its next sibling), or at the start of the page."""
+def insert_block_after(
+    page: Page, block: Mapping[str, Any], after_block_id: str | None = None
+) -> EditResult:
+    """Insert ``block`` as the next sibling of ``after_block_id``, or first on the page."""
     if after_block_id is None:
         parent, index = None, 0
     else:
@@ -294,7 +350,9 @@ def insert_block_after(page: Page, block: Mapping[str, Any], after_block_id: str
         parent, i = page.parent(after_block_id)
         index = i + 1
     new_page, first, new_type = _insert(page, parent, index, block)
-    inserted = _block_at(new_page, first, [new_type] if new_type else [b.type for b in new_page.walk()])
+    inserted = _block_at(
+        new_page, first, [new_type] if new_type else [b.type for b in new_page.walk()]
+    )
     details: dict[str, Any] = {"insertedBlockId": inserted.id if inserted else None}
     return EditResult("insert_block_after", new_page, page, changed_ids(page, new_page), details)
 
@@ -313,9 +371,12 @@ def _keep_anchor(old: Block, spec: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def replace_block(page: Page, block_id: str, block: Mapping[str, Any]) -> EditResult:
-    """Replace a block's content; it keeps its id. Children are kept unless ``block`` has ``children``."""
+    """Replace a block's content, keeping its id.
+
+    An item's or callout's children are kept unless ``block`` names ``children``.
+    """
     old = _require(page, block_id)
-    parent, index = page.parent(block_id)
+    parent, _ = page.parent(block_id)
     spec = _keep_anchor(old, block)
     kind = spec_type(spec)
     in_list = parent is not None and parent.type == "list"
@@ -354,8 +415,12 @@ def replace_block(page: Page, block_id: str, block: Mapping[str, Any]) -> EditRe
         lines = render(spec)
         new_type = kind if kind != "markdown" else old.type
     end = old.head_end if keep_children else old.end
-    replaced = [old] if not keep_children else [Block(old.type, old.text, old.start, end, id=old.id)]
-    new_page, _ = _splice_block(page, old.start, end, lines, old.outer_prefix, new_type, old.id, replaced)
+    replaced = (
+        [old] if not keep_children else [Block(old.type, old.text, old.start, end, id=old.id)]
+    )
+    new_page, _ = _splice_block(
+        page, old.start, end, lines, old.outer_prefix, new_type, old.id, replaced
+    )
     return EditResult("replace_block", new_page, page, changed_ids(page, new_page, [old.id]))
 
 
@@ -384,10 +449,8 @@ def delete_block(page: Page, block_id: str) -> EditResult:
             "this block shares its first line with its list item's marker",
             hint="Delete the list item instead.",
         )
-    target = old
-    while parent is not None and parent.type in ("list", "quote") and len(parent.children) == 1:
-        target = parent  # a container left empty goes with its last child
-        parent, _ = page.parent(parent.id)
+    emptied = _emptied(page, old)
+    target = emptied[-1] if emptied else old  # a container left empty goes with its last child
     start, end = _removal_span(page, target)
     new_page = _splice(page, start, end, [])
     if not _others_unchanged(page, new_page, [target]):
@@ -396,7 +459,9 @@ def delete_block(page: Page, block_id: str) -> EditResult:
         if not _others_unchanged(page, new_page, [target]):
             raise InvalidTreeOperation("deleting this block would merge the blocks around it")
     details = {"deletedBlockId": old.id}
-    return EditResult("delete_block", new_page, page, changed_ids(page, new_page, [old.id]), details)
+    return EditResult(
+        "delete_block", new_page, page, changed_ids(page, new_page, [old.id]), details
+    )
 
 
 # -- move / indent / outdent ---------------------------------------------------
@@ -406,7 +471,9 @@ def _is_inside(page: Page, block_id: str, ancestor_id: str) -> bool:
     return any(b.id == block_id for b in page.block(ancestor_id).walk())
 
 
-def _reshape(block: Block, lines: Sequence[str], target: Block | None, marker: str | None) -> list[str]:
+def _reshape(
+    block: Block, lines: Sequence[str], target: Block | None, marker: str | None
+) -> list[str]:
     """A block's lines without its old prefix, with its list marker changed when asked."""
     out = [strip_prefix(ln, block.outer_prefix) for ln in lines]
     if marker is not None and block.type in ITEM_TYPES and out:
@@ -427,15 +494,19 @@ def _reshape(block: Block, lines: Sequence[str], target: Block | None, marker: s
     return out
 
 
-def _target_marker(page: Page, block: Block, parent: Block | None, siblings: Sequence[Block], index: int) -> str | None:
+def _target_marker(
+    page: Page, block: Block, parent: Block | None, siblings: Sequence[Block], index: int
+) -> str | None:
     """The marker an item needs in its new list (None: keep its own)."""
     if block.type not in ITEM_TYPES:
         return None
     if parent is not None and parent.type == "list":
         if parent.props.get("ordered"):
             prev = siblings[index - 1] if index > 0 else None
-            number = int(str(prev.props.get("marker", "1."))[:-1]) + 1 if prev and prev.id != block.id else int(
-                parent.props.get("start", 1)
+            number = (
+                int(str(prev.props.get("marker", "1."))[:-1]) + 1
+                if prev and prev.id != block.id
+                else int(parent.props.get("start", 1))
             )
             return f"{number}{parent.props.get('marker', '.')}"
         return str(parent.props.get("marker", "-"))
@@ -493,9 +564,9 @@ def _resolve_target(
 
 def _move(page: Page, block: Block, parent: Block | None, index: int, command: str) -> EditResult:
     old_parent, old_index = page.parent(block.id)
-    if parent is old_parent or (parent is not None and old_parent is not None and parent.id == old_parent.id):
-        if index in (old_index, old_index + 1):
-            return EditResult(command, page, page, [])
+    same_parent = (parent.id if parent else None) == (old_parent.id if old_parent else None)
+    if same_parent and index in (old_index, old_index + 1):
+        return EditResult(command, page, page, [])
     siblings = page.siblings(parent)
     lines = page.source.lines[block.start : block.end]
     marker = _target_marker(page, block, parent, siblings, index)
@@ -506,7 +577,9 @@ def _move(page: Page, block: Block, parent: Block | None, index: int, command: s
     shift = r_end - r_start
 
     def moved_line(line: int) -> int:
-        return line - shift if line >= r_end else line
+        if line >= r_end:
+            return line - shift
+        return min(line, r_start)
 
     prefix = ""
     in_list = False
@@ -515,17 +588,20 @@ def _move(page: Page, block: Block, parent: Block | None, index: int, command: s
     else:
         in_list = parent.type == "list"
         prefix = parent.outer_prefix if in_list else parent.prefix
-        if index > 0:
-            at = siblings[index - 1].end
-        else:
-            at = parent.start if in_list else parent.head_end
+        first_line = parent.start if in_list else parent.head_end
+        at = siblings[index - 1].end if index > 0 else first_line
     at = moved_line(at)
     before: list[str] = []
     after: list[str] = []
     tight = in_list and parent is not None and parent.props.get("tight", True)
     if not tight:
+
         def blank(line: int) -> bool:
-            return line < 0 or line >= len(removed) or not strip_prefix(removed.lines[line], prefix).strip()
+            return (
+                line < 0
+                or line >= len(removed)
+                or not strip_prefix(removed.lines[line], prefix).strip()
+            )
 
         body_start = page.body_start
         if at > body_start and not blank(at - 1):
@@ -546,7 +622,11 @@ def _move(page: Page, block: Block, parent: Block | None, index: int, command: s
     forced = _subtree_forced(block, first)
     new_page = _reparse(page, source, line_map, forced)
     moved = _block_at(new_page, first, [block.type])
-    if moved is None or moved.id != block.id:
+    if (
+        moved is None
+        or moved.id != block.id
+        or not _others_unchanged(page, new_page, [block, *_emptied(page, block)])
+    ):
         raise InvalidTreeOperation(
             f"moving this {block.type} there would change how the page parses",
             hint="Choose another target; a blank line or different list may be needed.",
@@ -554,10 +634,23 @@ def _move(page: Page, block: Block, parent: Block | None, index: int, command: s
     return EditResult(command, new_page, page, changed_ids(page, new_page, [block.id]))
 
 
+def _emptied(page: Page, block: Block) -> list[Block]:
+    """The containers that hold nothing but ``block`` and so go away with it."""
+    out = []
+    parent, _ = page.parent(block.id)
+    while parent is not None and parent.type in ("list", "quote") and len(parent.children) == 1:
+        out.append(parent)
+        parent, _ = page.parent(parent.id)
+    return out
+
+
 def move_block(
-    page: Page, block_id: str, target_parent_id: str | None = None, after_block_id: str | None = None
+    page: Page,
+    block_id: str,
+    target_parent_id: str | None = None,
+    after_block_id: str | None = None,
 ) -> EditResult:
-    """Move a block (with its children) to be a child of ``target_parent_id`` after ``after_block_id``."""
+    """Move a block and its children under ``target_parent_id``, after ``after_block_id``."""
     block = _require(page, block_id)
     if after_block_id is not None:
         _require(page, after_block_id)
@@ -582,7 +675,8 @@ def indent_block(page: Page, block_id: str) -> EditResult:
         prev = prev.children[-1]
     if prev.type not in ITEM_TYPES:
         raise InvalidTreeOperation(
-            f"a {block.type} can only be indented under a list item (the previous block is a {prev.type})"
+            f"a {block.type} can only be indented under a list item "
+            f"(the previous block is a {prev.type})"
         )
     if block.type in ITEM_TYPES:
         nested = [c for c in prev.children if c.type == "list"]
@@ -662,8 +756,14 @@ def set_block_type(
             hint=f"set_block_type converts among {', '.join(_TEXT_TYPES)}, between list_item and "
             "task_item, and a list between ordered and bullet.",
         )
-    if block.children and block.type in ("quote", "callout") and block_type not in ("quote", "callout"):
-        raise InvalidTreeOperation(f"a {block.type} with several blocks cannot become a {block_type}")
+    if (
+        block.children
+        and block.type in ("quote", "callout")
+        and block_type not in ("quote", "callout")
+    ):
+        raise InvalidTreeOperation(
+            f"a {block.type} with several blocks cannot become a {block_type}"
+        )
     text = block.text
     if block.type == "heading" or block_type == "heading":
         text = " ".join(text.split("\n")) if block_type == "heading" else text
@@ -698,9 +798,7 @@ def toggle_heading_collapse(page: Page, block_id: str) -> EditResult:
     now = block.id not in collapsed
     new_list = [*collapsed, block.id] if now else [c for c in collapsed if c != block.id]
     new_page = _frontmatter_edit(page, {COLLAPSED_KEY: new_list if new_list else fm.DELETE})
-    return EditResult(
-        "toggle_heading_collapse", new_page, page, [block.id], {"collapsed": now}
-    )
+    return EditResult("toggle_heading_collapse", new_page, page, [block.id], {"collapsed": now})
 
 
 # -- page-level commands -------------------------------------------------------
@@ -730,7 +828,9 @@ def update_title(page: Page, title: str) -> EditResult:
                 {(heading.start, "heading"): heading.id},
             )
         else:
-            result = replace_block(page, heading.id, {"type": "heading", "text": title, "props": {"level": 1}})
+            result = replace_block(
+                page, heading.id, {"type": "heading", "text": title, "props": {"level": 1}}
+            )
             result.command = "page.head.updateTitle"
             return result
     else:
@@ -754,7 +854,9 @@ def update_options(page: Page, options: Mapping[str, Any]) -> EditResult:
         raise InvalidArguments(f"page options must be true or false: {', '.join(bad)}")
     current = page.options
     meta = page.meta
-    updates = {k: v for k, v in options.items() if current[k] != v or (k in meta and meta[k] is not v)}
+    updates = {
+        k: v for k, v in options.items() if current[k] != v or (k in meta and meta[k] is not v)
+    }
     updates = {k: v for k, v in updates.items() if v or k in meta}
     new_page = _frontmatter_edit(page, updates) if updates else page
     details = {"pageOptions": new_page.options, "changedOptions": sorted(updates)}
@@ -788,7 +890,9 @@ def _render_content(
     return out, keep
 
 
-def save(page: Page, content: Sequence[Mapping[str, Any] | str], mode: str = "replace") -> EditResult:
+def save(
+    page: Page, content: Sequence[Mapping[str, Any] | str], mode: str = "replace"
+) -> EditResult:
     """``mnote.page.save``: replace the body with ``content`` blocks, or append them."""
     if mode not in ("replace", "append"):
         raise InvalidArguments("mode must be 'replace' or 'append'")
@@ -815,3 +919,62 @@ def save(page: Page, content: Sequence[Mapping[str, Any] | str], mode: str = "re
     new_page = _reparse(page, new_source, line_map, forced or None)
     details = {"mode": mode, "appendedBlocks": len(content) if mode == "append" else 0}
     return EditResult("page.body.save", new_page, page, changed_ids(page, new_page), details)
+
+
+# -- dispatch by name ------------------------------------------------------------
+
+
+def _opt_str(args: Mapping[str, Any], key: str) -> str | None:
+    value = args.get(key)
+    if value is not None and (not isinstance(value, str) or not value):
+        raise InvalidArguments(f"{key} must be a non-empty string")
+    return value
+
+
+def _req_str(args: Mapping[str, Any], key: str) -> str:
+    value = _opt_str(args, key)
+    if value is None:
+        raise InvalidArguments(f"{key} is required")
+    return value
+
+
+def _req_block(args: Mapping[str, Any]) -> Mapping[str, Any]:
+    block = args.get("block")
+    if isinstance(block, str):
+        return {"markdown": block}
+    if not isinstance(block, Mapping):
+        raise InvalidArguments(
+            "block is required: an object like {'type': 'paragraph', 'text': '...'}"
+        )
+    return block
+
+
+def apply_block_command(page: Page, name: str, args: Mapping[str, Any]) -> EditResult:
+    """Run one of the eight seed-004 commands by name with its seed field names."""
+    if name == "insert_block_after":
+        return insert_block_after(page, _req_block(args), _opt_str(args, "after_block_id"))
+    if name == "replace_block":
+        return replace_block(page, _req_str(args, "block_id"), _req_block(args))
+    if name == "delete_block":
+        return delete_block(page, _req_str(args, "block_id"))
+    if name == "move_block":
+        return move_block(
+            page,
+            _req_str(args, "block_id"),
+            _opt_str(args, "target_parent_id"),
+            _opt_str(args, "after_block_id"),
+        )
+    if name == "set_block_type":
+        props = args.get("props")
+        if props is not None and not isinstance(props, Mapping):
+            raise InvalidArguments("props must be an object")
+        return set_block_type(page, _req_str(args, "block_id"), _req_str(args, "block_type"), props)
+    if name == "indent_block":
+        return indent_block(page, _req_str(args, "block_id"))
+    if name == "outdent_block":
+        return outdent_block(page, _req_str(args, "block_id"))
+    if name == "toggle_heading_collapse":
+        return toggle_heading_collapse(page, _req_str(args, "block_id"))
+    raise InvalidArguments(
+        f"unknown block command {name!r}", hint=f"Use one of: {', '.join(BLOCK_COMMANDS)}."
+    )

@@ -58,7 +58,7 @@ class Frontmatter:
 def parse_yaml(raw: str) -> tuple[dict[str, Any], str | None]:
     """Parsed mapping and an error message (empty mapping when invalid)."""
     try:
-        value = yaml.load(raw, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+        value = yaml.load(raw, Loader=_Loader)
     except yaml.YAMLError as exc:
         return {}, f"invalid YAML: {str(exc).splitlines()[0]}"
     if value is None:
@@ -84,8 +84,7 @@ def document_id(data: bytes | str) -> str | None:
     """The ``id`` a file's frontmatter pins, if any (cheap: reads only the top)."""
     from mnoted.core.source import Source
 
-    head = data[:65536] if isinstance(data, bytes) else data[:65536]
-    fm = find(Source.from_data(head).lines)
+    fm = find(Source.from_data(data[:65536]).lines)
     if fm is None or not fm.valid:
         return None
     value = fm.data.get("id")
@@ -175,7 +174,7 @@ def edit_keys(lines: Sequence[str], updates: Mapping[str, Any]) -> tuple[int, in
     if error is not None or check != expected:
         raise InvalidFrontmatter(
             "the frontmatter is written in a form mnoted cannot edit line by line",
-            hint="Edit these keys in a text editor, or rewrite the frontmatter as plain 'key: value' lines.",
+            hint="Edit these keys in an editor, or write the frontmatter as 'key: value' lines.",
         )
     closing = lines[fm.end - 1]
     return fm.start, fm.end, [lines[fm.start], *body, closing]

@@ -15,6 +15,7 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from difflib import SequenceMatcher
+from itertools import pairwise
 
 from mnoted.core.blocks import Block
 
@@ -34,7 +35,9 @@ SHORT = {
     "definition": "d",
 }
 _SIMILAR = 0.5
-_MAX_REGION = 64  # pairwise similarity only inside regions this small (keeps carry-over near-linear)
+_MAX_REGION = (
+    64  # pairwise similarity only inside regions this small (keeps carry-over near-linear)
+)
 
 
 def fresh_id(block: Block, used: set[str], salt: int = 0) -> str:
@@ -42,7 +45,9 @@ def fresh_id(block: Block, used: set[str], salt: int = 0) -> str:
     n = salt
     while True:
         seed = f"{block.type}\x00{block.text}\x00{n}".encode("utf-8", "surrogatepass")
-        candidate = f"{SHORT.get(block.type, 'b')}_{hashlib.blake2b(seed, digest_size=4).hexdigest()[:6]}"
+        candidate = (
+            f"{SHORT.get(block.type, 'b')}_{hashlib.blake2b(seed, digest_size=4).hexdigest()[:6]}"
+        )
         if candidate not in used:
             return candidate
         n += 1
@@ -74,9 +79,13 @@ def _own(block: Block) -> tuple[object, ...]:
 
 
 def _match_region(
-    old: Sequence[Block], new: Sequence[Block], olds: list[int], news: list[int], pairs: dict[int, int]
+    old: Sequence[Block],
+    new: Sequence[Block],
+    olds: list[int],
+    news: list[int],
+    pairs: dict[int, int],
 ) -> None:
-    """Pair the unmatched blocks ``news`` with ``olds`` of one region: in order, then by similarity."""
+    """Pair unmatched blocks ``news`` with ``olds`` of one region: in order, then by likeness."""
     matcher = SequenceMatcher(
         None, [_key(old[i]) for i in olds], [_key(new[j]) for j in news], autojunk=False
     )
@@ -122,7 +131,12 @@ def match_blocks(
             if ns is None or ne is None:
                 continue
             j = by_span.get((ns, b.type))
-            if j is not None and j not in pairs and new[j].end - 1 == ne and _own(new[j]) == _own(b):
+            if (
+                j is not None
+                and j not in pairs
+                and new[j].end - 1 == ne
+                and _own(new[j]) == _own(b)
+            ):
                 pairs[j] = i
     # Regions between pinned pairs, matched in order (monotone pins only).
     pins = sorted(pairs.items())
@@ -133,7 +147,7 @@ def match_blocks(
         else:
             del pairs[j]
     bounds = [(-1, -1), *monotone, (len(new), len(old))]
-    for (j0, i0), (j1, i1) in zip(bounds, bounds[1:], strict=False):
+    for (j0, i0), (j1, i1) in pairwise(bounds):
         news = list(range(j0 + 1, j1))
         olds = list(range(i0 + 1, i1))
         if news and olds:

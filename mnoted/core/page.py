@@ -32,6 +32,9 @@ class Page:
     name: str
     frontmatter: fm.Frontmatter | None
     blocks: list[Block]
+    # After an incremental re-parse: ids of the old and new blocks inside the
+    # re-parsed window. Blocks outside it are unchanged by construction.
+    window: tuple[frozenset[str], frozenset[str]] | None = field(default=None, repr=False)
     _index: dict[str, Block] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -54,7 +57,11 @@ class Page:
     def title_and_source(self) -> tuple[str, str]:
         """The title and where it comes from: ``frontmatter``, ``heading`` or ``name``."""
         value = self.meta.get("title")
-        if isinstance(value, str | int | float) and not isinstance(value, bool) and str(value).strip():
+        if (
+            isinstance(value, str | int | float)
+            and not isinstance(value, bool)
+            and str(value).strip()
+        ):
             return str(value).strip(), "frontmatter"
         for b in self.walk():
             if b.type == "heading" and b.props.get("level") == 1:
@@ -89,6 +96,11 @@ class Page:
             return self._index[block_id]
         except KeyError:
             raise BlockNotFound(f"no block {block_id!r} on this page", block_id=block_id) from None
+
+    @property
+    def index(self) -> Mapping[str, Block]:
+        """Blocks by id."""
+        return self._index
 
     def has_block(self, block_id: str) -> bool:
         return block_id in self._index
@@ -169,7 +181,12 @@ def _shifted(block: Block, delta: int) -> Block:
 
 
 def _same(a: Block, b: Block, delta: int) -> bool:
-    return a.type == b.type and a.start + delta == b.start and a.end + delta == b.end and a.text == b.text
+    return (
+        a.type == b.type
+        and a.start + delta == b.start
+        and a.end + delta == b.end
+        and a.text == b.text
+    )
 
 
 def reparse_splice(
@@ -188,16 +205,20 @@ def reparse_splice(
     """
     line_map = splice_line_map(len(page.source), start, end, n_new)
     tops = page.blocks
-    front = fm.find(source.lines)
-    if (
-        start < page.body_start
-        or (front.end if front else 0) != page.body_start
-        or len(tops) < 3
-    ):
-        return parse_page(source, page.name, previous=page, line_map=line_map, forced=forced)
+    front = page.frontmatter
     delta = n_new - (end - start)
+    if end <= page.body_start and (page.frontmatter is not None or start == end == 0):
+        # Only the frontmatter changed: the body parses as before, a few lines lower.
+        new_front = fm.find(source.lines)
+        if (new_front.end if new_front else 0) == page.body_start + delta:
+            moved = [_shifted(b, delta) for b in tops]
+            return Page(source, page.name, new_front, moved, (frozenset(), frozenset()))
+    if start <= page.body_start or len(tops) < 3:
+        return parse_page(source, page.name, previous=page, line_map=line_map, forced=forced)
     touched = [k for k, b in enumerate(tops) if b.end >= start and b.start <= end]
-    first = (touched[0] if touched else next((k for k, b in enumerate(tops) if b.start > end), len(tops))) - 1
+    first = (
+        touched[0] if touched else next((k for k, b in enumerate(tops) if b.start > end), len(tops))
+    ) - 1
     last = (touched[-1] if touched else first) + 1
     w0 = tops[first].start if first >= 0 else page.body_start
     w1 = tops[last].end if last < len(tops) else len(page.source)
@@ -215,7 +236,9 @@ def reparse_splice(
     after = [_shifted(b, delta) for b in tops[hi + 1 :]]
     taken = {b.id for b in walk(before)} | {b.id for b in walk(after)}
     assign_ids(window, tops[lo : hi + 1], line_map, forced, taken)
-    return Page(source, page.name, front, [*before, *window, *after])
+    old_ids = frozenset(b.id for b in walk(tops[lo : hi + 1]))
+    new_ids = frozenset(b.id for b in walk(window))
+    return Page(source, page.name, front, [*before, *window, *after], (old_ids, new_ids))
 
 
 def diff_line_map(old: Sequence[str], new: Sequence[str]) -> dict[int, int]:

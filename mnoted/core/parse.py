@@ -168,9 +168,13 @@ class _Builder:
         if kind == "code_block":
             end = self.trim(start, end, prefix)
             text = tok.content.rstrip("\n")
-            return Block("code", text, start, end, {"language": "", "fenced": False}, outer_prefix=prefix)
+            return Block(
+                "code", text, start, end, {"language": "", "fenced": False}, outer_prefix=prefix
+            )
         if kind == "hr":
-            return Block("thematic_break", "", start, end, {"markup": tok.markup}, outer_prefix=prefix)
+            return Block(
+                "thematic_break", "", start, end, {"markup": tok.markup}, outer_prefix=prefix
+            )
         if kind == "math_block":
             return Block("math", tok.content.strip("\n"), start, end, outer_prefix=prefix)
         if kind == "html_block":
@@ -281,7 +285,10 @@ class _Builder:
             body.anchor = _anchor_of(body.text)
             children.insert(0, body)
         children = self.with_gaps(children, start + 1, end, child_prefix)
-        props: dict[str, object] = {"calloutType": callout.group(1).lower(), "title": callout.group(3)}
+        props: dict[str, object] = {
+            "calloutType": callout.group(1).lower(),
+            "title": callout.group(3),
+        }
         if callout.group(2):
             props["fold"] = callout.group(2)
         text = self.stripped(start + 1, end, child_prefix)
@@ -305,7 +312,10 @@ def _anchor_of(text: str) -> str | None:
 def _attach_lone_anchors(blocks: list[Block]) -> None:
     """Give blocks their Obsidian ``^anchor``: at the end of their text, or alone just after."""
     for k, block in enumerate(blocks):
-        if block.type in ("paragraph", "heading", "list_item", "task_item") and block.anchor is None:
+        if (
+            block.type in ("paragraph", "heading", "list_item", "task_item")
+            and block.anchor is None
+        ):
             lone = _LONE_ANCHOR_RE.match(block.text) if block.type == "paragraph" else None
             if lone and k > 0 and blocks[k - 1].anchor is None:
                 blocks[k - 1].anchor = lone.group(1)

@@ -8,7 +8,7 @@ without container prefixes; the caller places them.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from mnoted.errors import InvalidArguments
@@ -85,7 +85,9 @@ def render_item(spec: Mapping[str, Any], marker: str) -> list[str]:
 def render(spec: Mapping[str, Any], *, marker_hint: str = "-") -> list[str]:
     """Markdown lines for one block spec (an item gets ``marker_hint``'s style)."""
     if not isinstance(spec, Mapping):
-        raise InvalidArguments("a block must be an object like {'type': 'paragraph', 'text': '...'}")
+        raise InvalidArguments(
+            "a block must be an object like {'type': 'paragraph', 'text': '...'}"
+        )
     kind = spec_type(spec)
     text = _text(spec)
     props = _props(spec)
@@ -95,7 +97,9 @@ def render(spec: Mapping[str, Any], *, marker_hint: str = "-") -> list[str]:
         return text.rstrip("\n").split("\n")
     if kind == "paragraph":
         if not text.strip():
-            raise InvalidArguments("a paragraph needs text", hint="Use delete_block to remove a block.")
+            raise InvalidArguments(
+                "a paragraph needs text", hint="Use delete_block to remove a block."
+            )
         return [ln.rstrip() if not ln.strip() else ln for ln in text.split("\n")]
     if kind == "heading":
         level = props.get("level", 1)

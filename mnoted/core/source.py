@@ -13,6 +13,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 BOM = "\ufeff"
 _LINE_RE = re.compile(r"([^\r\n]*)(\r\n|\r|\n|$)")
@@ -55,7 +56,7 @@ class Source:
         lines, ends = split_lines(text)
         return cls(lines, ends, bom)
 
-    @property
+    @cached_property
     def newline(self) -> str:
         """The file's own line ending: the most common one, LF for a file with none."""
         counts = Counter(e for e in self.ends if e)
@@ -68,7 +69,9 @@ class Source:
     @property
     def normalized(self) -> str:
         """The text with every line ending written as LF (what the parser sees)."""
-        return "".join(line + ("\n" if end else "") for line, end in zip(self.lines, self.ends, strict=True))
+        return "".join(
+            line + ("\n" if end else "") for line, end in zip(self.lines, self.ends, strict=True)
+        )
 
     def to_bytes(self) -> bytes:
         return ((BOM if self.bom else "") + self.text).encode("utf-8", "surrogateescape")
@@ -81,7 +84,7 @@ class Source:
         return "\n".join(self.lines[start:end])
 
     def replace_lines(self, start: int, end: int, new: Sequence[str]) -> Source:
-        """Replace lines ``start:end`` with ``new`` (no terminators), written with the file's newline.
+        """Replace lines ``start:end`` with ``new`` (no terminators), in the file's newline.
 
         Lines outside the range keep their bytes, except that a last line without a
         terminator gets one when lines are added after it (the file then still ends
@@ -106,7 +109,7 @@ class Source:
         return Source(tuple(lines), tuple(ends), self.bom)
 
     def with_normalized_text(self, new_text: str) -> Source:
-        """A source whose normalized text is ``new_text``, reusing this one's bytes where lines match.
+        """A source whose normalized text is ``new_text``, reusing this one's bytes where it can.
 
         Unchanged lines keep their own terminators; new lines get the file's newline.
         This is how whole-text edits (search/replace, page save) stay byte-faithful
@@ -120,7 +123,7 @@ class Source:
         nl = self.newline
         out_ends: list[str] = [nl if e else "" for e in new_raw_ends]
         matcher = SequenceMatcher(None, self.lines, new_lines, autojunk=False)
-        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        for tag, i1, i2, j1, _j2 in matcher.get_opcodes():
             if tag == "equal":
                 for k in range(i2 - i1):
                     old_end = self.ends[i1 + k]

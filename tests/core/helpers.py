@@ -9,7 +9,9 @@ from mnoted.core.page import Page, parse_page
 
 def shape(page: Page) -> list[tuple[Any, ...]]:
     """The parse structure of a page (types, spans, text), ids left out."""
-    return [(b.type, b.start, b.head_end, b.end, b.text, sorted(b.props.items())) for b in page.walk()]
+    return [
+        (b.type, b.start, b.head_end, b.end, b.text, sorted(b.props.items())) for b in page.walk()
+    ]
 
 
 def assert_consistent(page: Page) -> None:

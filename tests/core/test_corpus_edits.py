@@ -40,9 +40,11 @@ def test_replace_each_top_level_block_changes_only_its_lines(path: Path) -> None
         assert replaced.type == "paragraph"
         assert replaced.text.startswith(NEW_TEXT)
         assert result.changed_block_ids[0] == block.id
-        untouched = {b.id for b in page.walk() if b.id != block.id and not any(
-            b.id == d.id for d in block.walk()
-        )}
+        untouched = {
+            b.id
+            for b in page.walk()
+            if b.id != block.id and not any(b.id == d.id for d in block.walk())
+        }
         assert untouched <= set(new.block_ids())
         if n % check_every == 0:
             assert_consistent(new)
@@ -79,7 +81,11 @@ def test_ids_survive_external_edits(path: Path) -> None:
         for b in old.walk():
             counts[(b.type, b.text)] = counts.get((b.type, b.text), 0) + 1
         for key, ident in old_by_key.items():
-            if key in new_by_key and counts[key] == 1 and key[0] not in ("list", "quote", "callout"):
+            if (
+                key in new_by_key
+                and counts[key] == 1
+                and key[0] not in ("list", "quote", "callout")
+            ):
                 assert new_by_key[key] == ident, (kind, key)
         if kind == "change":
             # The changed paragraph itself keeps its id (matched by position).

@@ -61,7 +61,11 @@ def test_core_uses_no_builtin_file_access() -> None:
     for path in sorted((PACKAGE / "core").rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open":
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "open"
+            ):
                 offenders.append(f"{path.name}:{node.lineno} calls open()")
     assert offenders == []
 

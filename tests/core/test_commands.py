@@ -1,0 +1,310 @@
+"""The eight block commands and the page commands, byte for byte."""
+
+from __future__ import annotations
+
+import pytest
+
+from mnoted.core import commands as C
+from mnoted.core.page import parse_page
+from mnoted.errors import BlockNotFound, InvalidArguments, InvalidTreeOperation, UnsupportedOption
+from tests.core.helpers import assert_consistent
+
+DOC = (
+    b"# Title\r\n\r\nPara one\r\n\r\n- a\r\n- b\r\n  - c\r\n- d\r\n\r\n"
+    b"> quote\r\n\r\n1. one\r\n2. two\r\n\r\nend"
+)
+
+
+@pytest.fixture
+def page():
+    return parse_page(DOC, "notes/x.md")
+
+
+def ids(page) -> dict[str, str]:
+    out = {}
+    for b in page.walk():
+        out.setdefault(f"{b.type}:{b.text.splitlines()[0] if b.text else ''}", b.id)
+    return out
+
+
+def check(result, expected: bytes) -> None:
+    assert result.page.to_bytes() == expected
+    assert_consistent(result.page)
+    untouched = set(result.before.block_ids()) - set(result.changed_block_ids)
+    assert untouched <= set(result.page.block_ids())
+
+
+def test_insert_at_start_of_page(page) -> None:
+    r = C.insert_block_after(page, {"type": "paragraph", "text": "new"})
+    check(r, b"new\r\n\r\n" + DOC)
+    assert r.details["insertedBlockId"] == r.page.blocks[0].id
+    assert r.changed_block_ids == [r.details["insertedBlockId"]]
+
+
+def test_insert_after_paragraph_uses_the_files_line_ending(page) -> None:
+    para = ids(page)["paragraph:Para one"]
+    r = C.insert_block_after(page, {"type": "heading", "text": "Sub", "props": {"level": 2}}, para)
+    check(r, DOC.replace(b"Para one\r\n\r\n", b"Para one\r\n\r\n## Sub\r\n\r\n"))
+
+
+def test_insert_into_tight_list_keeps_it_tight(page) -> None:
+    b = ids(page)["list_item:b"]
+    r = C.insert_block_after(page, {"type": "list_item", "text": "b2"}, b)
+    check(r, DOC.replace(b"  - c\r\n", b"  - c\r\n- b2\r\n"))
+    new = r.page.block(r.details["insertedBlockId"])
+    assert new.type == "list_item" and new.text == "b2"
+
+
+def test_insert_into_ordered_list_numbers_the_item(page) -> None:
+    one = ids(page)["list_item:one"]
+    r = C.insert_block_after(page, {"type": "paragraph", "text": "one and a half"}, one)
+    check(r, DOC.replace(b"1. one\r\n", b"1. one\r\n2. one and a half\r\n"))
+
+
+def test_insert_non_item_into_list_is_refused(page) -> None:
+    with pytest.raises(InvalidTreeOperation):
+        C.insert_block_after(page, {"type": "code", "text": "x"}, ids(page)["list_item:a"])
+
+
+def test_insert_after_missing_block(page) -> None:
+    with pytest.raises(BlockNotFound):
+        C.insert_block_after(page, {"type": "paragraph", "text": "x"}, "nope")
+
+
+def test_replace_keeps_id_and_children(page) -> None:
+    b = ids(page)["list_item:b"]
+    r = C.replace_block(page, b, {"type": "task_item", "text": "B!", "props": {"checked": True}})
+    check(r, DOC.replace(b"- b\r\n", b"- [x] B!\r\n"))
+    assert r.page.block(b).type == "task_item"
+    assert r.changed_block_ids == [b]
+
+
+def test_replace_with_children_replaces_subtree(page) -> None:
+    b = ids(page)["list_item:b"]
+    c = ids(page)["list_item:c"]
+    r = C.replace_block(page, b, {"type": "list_item", "text": "B", "children": []})
+    check(r, DOC.replace(b"- b\r\n  - c\r\n", b"- B\r\n"))
+    assert c in r.changed_block_ids
+
+
+def test_replace_adds_a_blank_line_only_when_needed() -> None:
+    page = parse_page("| a |\n|---|\n| 1 |\n# H\n\ntext\n")
+    head = page.blocks[1].id
+    r = C.replace_block(page, head, {"type": "paragraph", "text": "not a row"})
+    assert r.page.to_bytes() == b"| a |\n|---|\n| 1 |\n\nnot a row\n\ntext\n"
+    assert r.page.block(head).type == "paragraph"
+
+
+def test_replace_keeps_obsidian_anchor() -> None:
+    page = parse_page("First ^keep-me\n\nSecond\n")
+    assert page.blocks[0].id == "keep-me"
+    r = C.replace_block(page, "keep-me", {"type": "paragraph", "text": "Changed"})
+    assert r.page.to_bytes() == b"Changed ^keep-me\n\nSecond\n"
+    assert r.page.blocks[0].id == "keep-me"
+
+
+def test_delete_block_and_separator(page) -> None:
+    r = C.delete_block(page, ids(page)["paragraph:Para one"])
+    check(r, DOC.replace(b"Para one\r\n\r\n", b""))
+
+
+def test_delete_last_block_keeps_missing_final_newline(page) -> None:
+    r = C.delete_block(page, ids(page)["paragraph:end"])
+    check(r, DOC[: -len(b"\r\n\r\nend")])
+
+
+def test_delete_only_item_removes_its_list(page) -> None:
+    c = ids(page)["list_item:c"]
+    r = C.delete_block(page, c)
+    check(r, DOC.replace(b"  - c\r\n", b""))
+    assert r.details["deletedBlockId"] == c
+
+
+def test_delete_never_merges_neighbours() -> None:
+    page = parse_page("A\n# H\nB\n")
+    r = C.delete_block(page, page.blocks[1].id)
+    assert [b.text for b in r.page.blocks] == ["A", "B"]
+    assert r.page.to_bytes() == b"A\n\nB\n"
+
+
+def test_move_within_list(page) -> None:
+    d = ids(page)["list_item:d"]
+    r = C.move_block(page, d, after_block_id=ids(page)["list_item:a"])
+    check(r, DOC.replace(b"- a\r\n- b\r\n  - c\r\n- d\r\n", b"- a\r\n- d\r\n- b\r\n  - c\r\n"))
+    assert r.page.block(d).start == 5
+
+
+def test_move_into_quote_and_to_top(page) -> None:
+    quote = next(b.id for b in page.walk() if b.type == "quote")
+    para = ids(page)["paragraph:Para one"]
+    r = C.move_block(page, para, target_parent_id=quote)
+    check(
+        r, DOC.replace(b"Para one\r\n\r\n", b"").replace(b"> quote", b"> Para one\r\n>\r\n> quote")
+    )
+    r2 = C.move_block(r.page, para)
+    assert r2.page.blocks[0].id == para
+    assert_consistent(r2.page)
+
+
+def test_move_item_to_top_level_becomes_its_own_list(page) -> None:
+    c = ids(page)["list_item:c"]
+    r = C.move_block(page, c, after_block_id=ids(page)["paragraph:end"])
+    assert r.page.to_bytes().endswith(b"end\r\n\r\n- c")
+    assert r.page.block(c).type == "list_item"
+    assert_consistent(r.page)
+
+
+def test_move_refuses_cycles_and_bad_targets(page) -> None:
+    b = ids(page)["list_item:b"]
+    c = ids(page)["list_item:c"]
+    with pytest.raises(InvalidTreeOperation):
+        C.move_block(page, b, target_parent_id=c)
+    with pytest.raises(InvalidTreeOperation):
+        C.move_block(page, b, target_parent_id=b)
+    with pytest.raises(InvalidTreeOperation):
+        C.move_block(page, b, target_parent_id=ids(page)["paragraph:Para one"])
+    with pytest.raises(InvalidTreeOperation):
+        C.move_block(page, ids(page)["paragraph:Para one"], target_parent_id=ids(page)["list:- a"])
+
+
+def test_indent_and_outdent(page) -> None:
+    d = ids(page)["list_item:d"]
+    r = C.indent_block(page, d)
+    check(r, DOC.replace(b"- d\r\n", b"  - d\r\n"))
+    r2 = C.outdent_block(r.page, d)
+    assert r2.page.to_bytes() == DOC
+    assert r2.page.block(d).type == "list_item"
+
+
+def test_indent_creates_nested_list(page) -> None:
+    b = ids(page)["list_item:b"]
+    r = C.indent_block(page, b)
+    check(r, DOC.replace(b"- b\r\n  - c\r\n", b"  - b\r\n    - c\r\n"))
+
+
+def test_indent_first_item_and_outdent_top_are_refused(page) -> None:
+    with pytest.raises(InvalidTreeOperation, match="first"):
+        C.indent_block(page, ids(page)["list_item:a"])
+    with pytest.raises(InvalidTreeOperation, match="top"):
+        C.outdent_block(page, ids(page)["paragraph:Para one"])
+    with pytest.raises(InvalidTreeOperation):
+        C.outdent_block(page, ids(page)["list_item:a"])
+
+
+def test_set_block_type(page) -> None:
+    para = ids(page)["paragraph:Para one"]
+    r = C.set_block_type(page, para, "heading", {"level": 3})
+    check(r, DOC.replace(b"Para one", b"### Para one"))
+    r2 = C.set_block_type(page, para, "code", {"language": "py"})
+    check(r2, DOC.replace(b"Para one", b"```py\r\nPara one\r\n```"))
+    with pytest.raises(InvalidTreeOperation):
+        C.set_block_type(page, ids(page)["list:- a"], "heading")
+
+
+def test_set_list_ordered(page) -> None:
+    lst = ids(page)["list:- a"]
+    r = C.set_block_type(page, lst, "list", {"ordered": True})
+    check(r, DOC.replace(b"- a\r\n- b\r\n  - c\r\n- d", b"1. a\r\n2. b\r\n   - c\r\n3. d"))
+    assert set(page.block_ids()) == set(r.page.block_ids())
+
+
+def test_toggle_heading_collapse_is_kept_in_frontmatter(page) -> None:
+    head = ids(page)["heading:Title"]
+    r = C.toggle_heading_collapse(page, head)
+    assert r.details["collapsed"] is True
+    assert r.page.to_bytes() == f"---\r\ncollapsedBlocks:\r\n- {head}\r\n---\r\n".encode() + DOC
+    assert r.page.collapsed == [head]
+    assert r.page.block(head).id == head
+    r2 = C.toggle_heading_collapse(r.page, head)
+    assert r2.details["collapsed"] is False
+    assert r2.page.collapsed == []
+    with pytest.raises(InvalidTreeOperation):
+        C.toggle_heading_collapse(page, ids(page)["paragraph:Para one"])
+
+
+def test_update_title_from_heading_and_frontmatter(page) -> None:
+    r = C.update_title(page, "New")
+    check(r, DOC.replace(b"# Title", b"# New"))
+    fm_page = parse_page(b"---\ntitle: Old # kept comment\ntags: [a]\n---\nbody\n")
+    r2 = C.update_title(fm_page, "Brand new")
+    assert r2.page.to_bytes() == b"---\ntitle: Brand new\ntags: [a]\n---\nbody\n"
+    bare = parse_page(b"just text\n", "notes/stem.md")
+    assert bare.title == "stem"
+    r3 = C.update_title(bare, "Named")
+    assert r3.page.to_bytes() == b"---\ntitle: Named\n---\njust text\n"
+    with pytest.raises(InvalidArguments):
+        C.update_title(page, "two\nlines")
+
+
+def test_update_options_changes_only_its_lines() -> None:
+    src = b"---\n# my notes\ntitle: T\nwideLayout: false\nother: {a: 1}\n---\nbody\n"
+    page = parse_page(src)
+    r = C.update_options(page, {"wideLayout": True, "showToc": True})
+    assert r.page.to_bytes() == (
+        b"---\n# my notes\ntitle: T\nwideLayout: true\nother: {a: 1}\nshowToc: true\n---\nbody\n"
+    )
+    assert r.page.options["wideLayout"] and r.page.options["showToc"]
+    same = C.update_options(r.page, {"wideLayout": True})
+    assert not same.changed
+    with pytest.raises(UnsupportedOption):
+        C.update_options(page, {"darkMode": True})
+    with pytest.raises(InvalidArguments):
+        C.update_options(page, {"wideLayout": "yes"})
+
+
+def test_invalid_yaml_page_still_reads_but_refuses_option_writes() -> None:
+    src = b"---\ntitle: [unclosed\n---\n# Heading\n\nbody\n"
+    page = parse_page(src, "x.md")
+    assert page.title == "Heading"
+    assert page.warnings and "frontmatter" in page.warnings[0]
+    from mnoted.errors import InvalidFrontmatter
+
+    with pytest.raises(InvalidFrontmatter):
+        C.update_options(page, {"wideLayout": True})
+    assert page.to_bytes() == src
+
+
+def test_save_replace_and_append(page) -> None:
+    r = C.save(
+        page, [{"type": "heading", "text": "T"}, {"type": "paragraph", "text": "x"}], "replace"
+    )
+    assert r.page.to_bytes() == b"# T\r\n\r\nx"
+    r2 = C.save(page, [{"type": "paragraph", "text": "more"}, "raw *markdown*"], "append")
+    assert r2.page.to_bytes() == DOC + b"\r\n\r\nmore\r\n\r\nraw *markdown*"
+    assert set(page.block_ids()) <= set(r2.page.block_ids())
+
+
+def test_save_keeps_frontmatter_and_ids_it_is_given() -> None:
+    page = parse_page(b"---\ntitle: T\n---\nkeep me\n\nold\n")
+    keep = page.blocks[0].id
+    r = C.save(page, [{"id": keep, "type": "paragraph", "text": "kept but edited"}], "replace")
+    assert r.page.to_bytes() == b"---\ntitle: T\n---\nkept but edited\n"
+    assert r.page.blocks[0].id == keep
+
+
+def test_every_command_has_a_diff(page) -> None:
+    r = C.replace_block(page, ids(page)["paragraph:Para one"], {"type": "paragraph", "text": "P"})
+    assert "-Para one\n+P\n" in r.diff
+    assert r.diff.startswith("--- a/notes/x.md\n+++ b/notes/x.md\n")
+    assert r.to_dict()["changedBlockIds"] == r.changed_block_ids
+
+
+def test_dispatch_by_seed_names(page) -> None:
+    r = C.apply_block_command(
+        page, "insert_block_after", {"after_block_id": ids(page)["paragraph:end"], "block": "tail"}
+    )
+    assert r.page.to_bytes() == DOC + b"\r\n\r\ntail"
+    with pytest.raises(InvalidArguments):
+        C.apply_block_command(page, "explode", {})
+    with pytest.raises(InvalidArguments):
+        C.apply_block_command(page, "delete_block", {})
+    assert set(C.BLOCK_COMMANDS) == {
+        "insert_block_after",
+        "replace_block",
+        "delete_block",
+        "move_block",
+        "set_block_type",
+        "indent_block",
+        "outdent_block",
+        "toggle_heading_collapse",
+    }

@@ -1,0 +1,113 @@
+"""markdown_edit: exact-once search/replace, all or nothing, scoped to blocks."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mnoted.core.markdown_edit import markdown_edit
+from mnoted.core.page import parse_page
+from mnoted.errors import EditMismatch, InvalidArguments, TargetOutOfScope
+from tests.core.helpers import assert_consistent
+
+SRC = (
+    b"# Plan\r\n\r\nShip it on Monday.\r\n\r\n- task one\r\n- task two\r\n\r\n"
+    b"Notes [[Other page]] #tag\r\n"
+)
+
+
+def test_applies_in_order_and_keeps_crlf() -> None:
+    page = parse_page(SRC)
+    para = page.blocks[1].id
+    r = markdown_edit(
+        page,
+        [{"search": "Monday", "replace": "Tuesday"}, {"search": "Tuesday.", "replace": "Tuesday!"}],
+    )
+    assert r.page.to_bytes() == SRC.replace(b"Monday.", b"Tuesday!")
+    assert r.changed_block_ids == [para]
+    assert r.page.blocks[1].id == para
+
+
+def test_multiline_search_matches_across_crlf() -> None:
+    page = parse_page(SRC)
+    r = markdown_edit(
+        page,
+        [{"search": "- task one\n- task two", "replace": "- task one\n- task 1.5\n- task two"}],
+    )
+    assert r.page.to_bytes() == SRC.replace(b"- task two", b"- task 1.5\r\n- task two")
+    before = set(page.block_ids())
+    assert before <= set(r.page.block_ids())
+
+
+def test_zero_or_many_matches_are_refused_with_where() -> None:
+    page = parse_page(SRC)
+    with pytest.raises(EditMismatch) as none:
+        markdown_edit(page, [{"search": "Friday", "replace": "x"}])
+    assert none.value.details["matches"] == 0
+    with pytest.raises(EditMismatch) as many:
+        markdown_edit(page, [{"search": "task", "replace": "x"}])
+    assert many.value.details["matches"] == 2
+    assert many.value.details["lines"] == [5, 6]
+    assert "2 times" in many.value.message
+
+
+def test_all_or_nothing() -> None:
+    page = parse_page(SRC)
+    with pytest.raises(EditMismatch):
+        markdown_edit(
+            page,
+            [{"search": "Monday", "replace": "Tuesday"}, {"search": "nowhere", "replace": "x"}],
+        )
+    assert page.to_bytes() == SRC
+
+
+def test_allowed_block_ids_scope_edits() -> None:
+    page = parse_page(SRC)
+    para = page.blocks[1].id
+    r = markdown_edit(page, [{"search": "Ship", "replace": "Send"}], allowed_block_ids=[para])
+    assert b"Send it" in r.page.to_bytes()
+    with pytest.raises(TargetOutOfScope):
+        markdown_edit(page, [{"search": "task one", "replace": "x"}], allowed_block_ids=[para])
+
+
+def test_obsidian_syntax_survives() -> None:
+    page = parse_page(SRC)
+    r = markdown_edit(page, [{"search": "Monday.", "replace": "[[Monday]]. ^anchor"}])
+    assert b"Notes [[Other page]] #tag\r\n" in r.page.to_bytes()
+    assert r.page.blocks[1].id == "anchor"
+
+
+@pytest.mark.parametrize(
+    "edits",
+    [[], "x", [{"search": "", "replace": "x"}], [{"search": 1, "replace": "x"}], [3]],
+)
+def test_bad_arguments(edits) -> None:
+    with pytest.raises(InvalidArguments):
+        markdown_edit(parse_page(SRC), edits)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.sampled_from(["a", "b", "c", "", "- x", "# h", "> q"]), min_size=1, max_size=8),
+    st.sampled_from(["\n", "\r\n"]),
+    st.booleans(),
+    st.data(),
+)
+def test_result_is_the_text_replacement(
+    lines: list[str], nl: str, final: bool, data: st.DataObject
+) -> None:
+    src = nl.join(lines) + (nl if final else "")
+    page = parse_page(src.encode())
+    text = page.source.normalized
+    if not text:
+        return
+    a = data.draw(st.integers(0, len(text) - 1))
+    b = data.draw(st.integers(a + 1, len(text)))
+    replace = data.draw(st.sampled_from(["", "X", "\n", "Y\nZ", "- new item"]))
+    try:
+        result = markdown_edit(page, [{"search": text[a:b], "replace": replace}])
+    except EditMismatch:
+        return
+    assert result.page.source.normalized == text[:a] + replace + text[b:]
+    assert_consistent(result.page)
