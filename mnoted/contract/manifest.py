@@ -1,0 +1,113 @@
+"""The tool manifest (seed 003 §5.2) and the scope rule, both derived from the declarations."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from typing import Any
+
+from mnoted.contract.tools import TOOLS, ToolSpec
+
+MANIFEST_SCHEMA = "mnote.ai_tool_manifest.v1"
+
+_ENVELOPE_PROPS: dict[str, dict[str, Any]] = {
+    "workspaceId": {"type": "string", "description": "workspace id (see GET /v1/workspaces)"},
+    "documentId": {"type": "string", "description": "documentId, or a workspace-relative path"},
+    "sessionId": {"type": "string"},
+    "runId": {"type": "string"},
+    "toolCallId": {"type": "string"},
+    "traceId": {"type": "string"},
+    "idempotencyKey": {
+        "type": "string",
+        "description": "same key + same request replays the result",
+    },
+    "dryRun": {"type": "boolean", "description": "true: return the plan and diff, write nothing"},
+    "baseRevision": {
+        "type": "string",
+        "description": "revision you read; a stale base on changed blocks is a conflict",
+    },
+    "capabilityScope": {"type": "array", "items": {"type": "string"}},
+}
+
+
+def scope_covers(required: Iterable[str], granted: Collection[str]) -> bool:
+    """Whether ``granted`` scopes cover ``required`` (a write scope covers its read scope)."""
+    for need in required:
+        if need in granted:
+            continue
+        prefix, _, kind = need.rpartition(".")
+        if kind == "read" and f"{prefix}.write" in granted:
+            continue
+        return False
+    return True
+
+
+def input_schema(spec: ToolSpec) -> dict[str, Any]:
+    """The flat JSON Schema of seed 000: envelope fields and arguments side by side."""
+    args = spec.args.model_json_schema()
+    props: dict[str, Any] = {}
+    for name in ("workspaceId", "documentId", "sessionId", "runId", "toolCallId", "traceId"):
+        if name != "documentId" or spec.needs_document:
+            props[name] = dict(_ENVELOPE_PROPS[name])
+    if spec.writes:
+        for name in ("idempotencyKey", "dryRun", "baseRevision"):
+            props[name] = dict(_ENVELOPE_PROPS[name])
+    props["capabilityScope"] = dict(_ENVELOPE_PROPS["capabilityScope"])
+    props.update(args.get("properties", {}))
+    schema: dict[str, Any] = {
+        "type": "object",
+        "required": [*spec.required_fields, *args.get("required", [])],
+        "properties": props,
+        "additionalProperties": False,
+    }
+    if "$defs" in args:
+        schema["$defs"] = args["$defs"]
+    return schema
+
+
+def args_schema(spec: ToolSpec) -> dict[str, Any]:
+    """The arguments alone (what MCP clients and model providers are shown)."""
+    return spec.args.model_json_schema()
+
+
+def output_schema(spec: ToolSpec) -> dict[str, Any]:
+    return spec.result.model_json_schema(by_alias=True)
+
+
+def availability(
+    spec: ToolSpec, disabled: Collection[str], scopes: Collection[str] | None
+) -> dict[str, Any]:
+    """Whether the caller may use the tool here, and if not, why (the executor says the same)."""
+    if spec.name in disabled:
+        return {"enabled": False, "unsupportedReason": "disabled in this workspace's profile"}
+    if scopes is not None and not scope_covers(spec.scopes, scopes):
+        return {
+            "enabled": False,
+            "unsupportedReason": f"needs scope {', '.join(spec.scopes)}",
+        }
+    return {"enabled": True, "unsupportedReason": ""}
+
+
+def tool_entry(
+    spec: ToolSpec, disabled: Collection[str] = (), scopes: Collection[str] | None = None
+) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "safeName": spec.safe_name,
+        "description": spec.description,
+        "command": spec.command,
+        "scopes": list(spec.scopes),
+        "inputSchema": input_schema(spec),
+        "outputSchema": output_schema(spec),
+        "annotations": spec.annotations.model_dump(),
+        "availability": availability(spec, disabled, scopes),
+    }
+
+
+def manifest(
+    disabled: Collection[str] = (), scopes: Collection[str] | None = None
+) -> dict[str, Any]:
+    """The manifest for one caller in one workspace; ``scopes`` None means the owner."""
+    return {
+        "schema": MANIFEST_SCHEMA,
+        "tools": [tool_entry(spec, disabled, scopes) for spec in TOOLS.values()],
+    }

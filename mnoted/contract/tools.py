@@ -1,0 +1,462 @@
+"""Every ``mnote.*`` tool, declared once: name, arguments, result, scopes, annotations.
+
+The executor's checks (which envelope fields are required, which scope a call
+needs, whether it writes), the manifest, the CLI, the MCP bridge, the Hermes
+plugin and ``docs/tools.md`` are all derived from :data:`TOOLS`. There is no
+second list anywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# -- shared argument pieces -----------------------------------------------------
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class BlockSpec(BaseModel):
+    """A block to write: ``{type, text, props?, children?}`` or ``{markdown}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: str | None = Field(
+        default=None,
+        description="paragraph, heading, code, quote, callout, list, list_item, task_item, table, thematic_break, html, math",
+    )
+    text: str | None = Field(default=None, max_length=1_000_000)
+    markdown: str | None = Field(
+        default=None, max_length=1_000_000, description="raw Markdown, written as given"
+    )
+    props: dict[str, Any] | None = None
+    children: list[BlockSpec] | None = None
+    id: str | None = Field(default=None, description="keep this existing block's id (page.save)")
+
+
+class PageOptionsPatch(BaseModel):
+    """Options to set; any other key is refused as unsupported, never ignored."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"additionalProperties": False})
+
+    wideLayout: bool | None = None
+    smallText: bool | None = None
+    showToc: bool | None = None
+    protectEditing: bool | None = None
+
+
+class EditPair(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    op: Literal["replace"] | None = None
+    search: str = Field(min_length=1, max_length=1_000_000)
+    replace: str = Field(max_length=1_000_000)
+
+
+class BlockOp(BaseModel):
+    """One seed-004 command with the seed's field names."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: Literal[
+        "insert_block_after",
+        "replace_block",
+        "delete_block",
+        "move_block",
+        "set_block_type",
+        "indent_block",
+        "outdent_block",
+        "toggle_heading_collapse",
+    ]
+    block_id: str | None = None
+    after_block_id: str | None = None
+    target_parent_id: str | None = None
+    block: BlockSpec | str | None = None
+    block_type: str | None = None
+    props: dict[str, Any] | None = None
+
+
+# -- argument models, one per tool ----------------------------------------------
+
+
+class PageGetArgs(_Args):
+    includeBody: bool = True
+    includeOptions: bool = True
+    includeBlocks: bool = True
+
+
+class PageSaveArgs(_Args):
+    content: list[BlockSpec | str] = Field(max_length=10_000)
+    mode: Literal["replace", "append"] = "replace"
+
+
+class PageUpdateTitleArgs(_Args):
+    title: str = Field(min_length=1, max_length=500)
+
+
+class PageUpdateOptionsArgs(_Args):
+    options: PageOptionsPatch
+
+
+class CreateSummaryArgs(_Args):
+    summary: str = Field(min_length=1, max_length=200_000)
+
+
+class CreateAiNoteArgs(_Args):
+    content: str = Field(min_length=1, max_length=1_000_000)
+    title: str | None = Field(default=None, max_length=500)
+
+
+Scope = Literal["full", "outline", "block", "selection", "keyword"]
+Format = Literal["markdown", "text", "page_xml", "json"]
+
+
+class DocFetchArgs(_Args):
+    scope: Scope = "full"
+    format: Format = "markdown"
+    blockIds: list[str] | None = Field(default=None, max_length=1000)
+    query: str | None = Field(default=None, max_length=1000)
+    budget: int | None = Field(default=None, ge=1, le=2_000_000)
+    cursor: str | None = Field(default=None, max_length=64)
+
+
+class BlockFetchArgs(_Args):
+    blockId: str = Field(min_length=1, max_length=256)
+    format: Format = "markdown"
+
+
+class MarkdownEditArgs(_Args):
+    operations: list[EditPair] = Field(min_length=1, max_length=500)
+    allowedTargetBlockIds: list[str] | None = Field(default=None, max_length=10_000)
+
+
+class ApplyBlockOpsArgs(_Args):
+    operations: list[BlockOp] = Field(min_length=1, max_length=500)
+    allowedTargetBlockIds: list[str] | None = Field(default=None, max_length=10_000)
+
+
+class PageCreateArgs(_Args):
+    path: str = Field(
+        min_length=1, max_length=1024, description="relative path of the new .md file"
+    )
+    content: str = Field(default="", max_length=10_000_000, description="Markdown body")
+    title: str | None = Field(default=None, max_length=500)
+
+
+class PageDeleteArgs(_Args):
+    pass
+
+
+class PageMoveArgs(_Args):
+    newPath: str = Field(min_length=1, max_length=1024)
+
+
+class WorkspaceListArgs(_Args):
+    folder: str | None = Field(default=None, max_length=1024)
+    query: str | None = Field(default=None, max_length=1000)
+    limit: int = Field(default=200, ge=1, le=10_000)
+
+
+class DocHistoryArgs(_Args):
+    limit: int = Field(default=50, ge=1, le=1000)
+
+
+class FileGrantArgs(_Args):
+    ttlSeconds: int = Field(default=3600, ge=1, le=7 * 24 * 3600)
+
+
+class FileReleaseArgs(_Args):
+    grantId: str = Field(min_length=1, max_length=128)
+
+
+# -- result models (what the manifest promises) ------------------------------------
+
+
+class _Result(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class WriteResult(_Result):
+    commandName: str
+    dryRun: bool
+    revision: str | None = None
+    changedBlockIds: list[str] = Field(default_factory=list)
+    diff: str = ""
+    rebased: bool = False
+    warnings: list[str] = Field(default_factory=list)
+
+
+class PageResult(_Result):
+    documentId: str
+    workspaceId: str
+    path: str
+    title: str
+    revision: str | None
+    pageOptions: dict[str, bool]
+    bodySummary: str | None = None
+    blocks: list[dict[str, Any]] | None = None
+
+
+class ContextResult(_Result):
+    schema_: str = Field(alias="schema")
+    revision: str | None
+    conflictDetectionKey: str
+    allowedTargetBlockIds: list[str]
+    blocks: list[dict[str, Any]]
+    truncated: bool
+
+
+class ListResult(_Result):
+    pages: list[dict[str, Any]]
+    truncated: bool
+
+
+class HistoryResult(_Result):
+    commits: list[dict[str, Any]]
+
+
+class GrantResult(_Result):
+    grantId: str
+    path: str
+    absolutePath: str
+    revision: str | None
+    expiresAt: str
+
+
+# -- declarations -----------------------------------------------------------------------
+
+
+class Annotations(BaseModel):
+    """Seed 003 §5.2 annotations, as the manifest shows them."""
+
+    readonly: bool
+    destructive: bool = False
+    idempotent: bool = False
+    requiresApproval: bool = False
+    approvalMode: Literal["none", "review", "required"] = "none"
+    selectionEffect: Literal["none", "preserve", "destroy"] = "none"
+    runtimeOwner: str = "hermes"
+    writeOwner: str = "mnoted"
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tool's whole declaration."""
+
+    name: str
+    description: str
+    args: type[BaseModel]
+    result: type[BaseModel]
+    scopes: tuple[str, ...]
+    annotations: Annotations
+    command: str | None = None
+    needs_document: bool = True
+    family: str = "page"
+    envelope_required: tuple[str, ...] = field(default=())
+
+    @property
+    def writes(self) -> bool:
+        return not self.annotations.readonly
+
+    @property
+    def required_fields(self) -> tuple[str, ...]:
+        """Envelope fields a call must carry (seed 000 schemas)."""
+        base = ["workspaceId", "sessionId", "runId", "toolCallId", "traceId"]
+        if self.needs_document:
+            base.insert(1, "documentId")
+        if self.writes:
+            base += ["idempotencyKey", "dryRun"]
+        return (*base, *self.envelope_required)
+
+    @property
+    def safe_name(self) -> str:
+        """The name model providers accept (``[A-Za-z0-9_-]{1,64}``): dots become underscores."""
+        return self.name.replace(".", "_")
+
+
+READ = Annotations(readonly=True, idempotent=True, selectionEffect="preserve")
+
+
+def _write(**kw: Any) -> Annotations:
+    return Annotations(readonly=False, **kw)
+
+
+_SPECS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "mnote.page.get",
+        "Read a page: title, options, a short body summary and its blocks with ids.",
+        PageGetArgs,
+        PageResult,
+        ("page.read",),
+        READ,
+    ),
+    ToolSpec(
+        "mnote.page.save",
+        "Replace the page body with blocks, or append blocks at the end (coarse; prefer "
+        "mnote.doc.markdown_edit for edits).",
+        PageSaveArgs,
+        WriteResult,
+        ("page.write",),
+        _write(destructive=True, idempotent=True, selectionEffect="destroy"),
+        command="page.body.save",
+    ),
+    ToolSpec(
+        "mnote.page.update_title",
+        "Set the page title (frontmatter title, else the first H1).",
+        PageUpdateTitleArgs,
+        WriteResult,
+        ("page.write",),
+        _write(idempotent=True),
+        command="page.head.updateTitle",
+    ),
+    ToolSpec(
+        "mnote.page.update_options",
+        "Set page options wideLayout, smallText, showToc, protectEditing (frontmatter keys).",
+        PageUpdateOptionsArgs,
+        WriteResult,
+        ("page.write",),
+        _write(idempotent=True),
+        command="page.layout.updateOptions",
+    ),
+    ToolSpec(
+        "mnote.artifact.create_summary",
+        "Create or update the page's one AI summary (a Markdown note linked to the page).",
+        CreateSummaryArgs,
+        WriteResult,
+        ("artifact.write",),
+        _write(idempotent=True),
+        command="artifact.summary.upsert",
+        family="artifact",
+    ),
+    ToolSpec(
+        "mnote.artifact.create_ai_note",
+        "Create a new AI note linked to the page (a new note every call).",
+        CreateAiNoteArgs,
+        WriteResult,
+        ("artifact.write",),
+        _write(),
+        command="artifact.aiNote.create",
+        family="artifact",
+    ),
+    ToolSpec(
+        "mnote.doc.fetch",
+        "Frozen page context for an agent run: scope full/outline/block/selection/keyword, "
+        "format markdown/text/page_xml/json, revision keys and allowedTargetBlockIds.",
+        DocFetchArgs,
+        ContextResult,
+        ("page.read",),
+        READ,
+        family="doc",
+    ),
+    ToolSpec(
+        "mnote.block.fetch",
+        "One block and its children, with its revisionRef.",
+        BlockFetchArgs,
+        ContextResult,
+        ("page.read",),
+        READ,
+        family="doc",
+    ),
+    ToolSpec(
+        "mnote.doc.markdown_edit",
+        "Apply search/replace pairs to the page's Markdown; each search must match exactly once. "
+        "The main way to edit text.",
+        MarkdownEditArgs,
+        WriteResult,
+        ("page.write",),
+        _write(selectionEffect="preserve"),
+        command="doc.markdownEdit",
+        family="doc",
+    ),
+    ToolSpec(
+        "mnote.doc.apply_block_ops",
+        "Apply block commands (insert_block_after, replace_block, delete_block, move_block, "
+        "set_block_type, indent_block, outdent_block, toggle_heading_collapse) as one commit.",
+        ApplyBlockOpsArgs,
+        WriteResult,
+        ("page.write",),
+        _write(selectionEffect="destroy"),
+        command="doc.applyBlockOps",
+        family="doc",
+    ),
+    ToolSpec(
+        "mnote.page.create",
+        "Create a new page at a path; refuses to overwrite an existing file.",
+        PageCreateArgs,
+        WriteResult,
+        ("page.write",),
+        _write(idempotent=True),
+        command="page.create",
+        needs_document=False,
+    ),
+    ToolSpec(
+        "mnote.page.delete",
+        "Delete a page (recoverable from Git history).",
+        PageDeleteArgs,
+        WriteResult,
+        ("page.write",),
+        _write(destructive=True, idempotent=True),
+        command="page.delete",
+    ),
+    ToolSpec(
+        "mnote.page.move",
+        "Move or rename a page; its documentId stays the same.",
+        PageMoveArgs,
+        WriteResult,
+        ("page.write",),
+        _write(idempotent=True),
+        command="page.move",
+    ),
+    ToolSpec(
+        "mnote.workspace.list",
+        "List the pages the caller may read: id, path, title, revision; filter by folder or text.",
+        WorkspaceListArgs,
+        ListResult,
+        ("page.read",),
+        READ,
+        needs_document=False,
+        family="workspace",
+    ),
+    ToolSpec(
+        "mnote.doc.history",
+        "A page's commits with their command, trace and actor.",
+        DocHistoryArgs,
+        HistoryResult,
+        ("page.read",),
+        READ,
+        family="doc",
+    ),
+    ToolSpec(
+        "mnote.file.grant",
+        "Get the absolute path of a page to edit with your own file tools; release it to commit.",
+        FileGrantArgs,
+        GrantResult,
+        ("page.write",),
+        _write(idempotent=True),
+        command="file.grant",
+        family="file",
+    ),
+    ToolSpec(
+        "mnote.file.release",
+        "Commit what you changed in a granted file, checked against the granted revision.",
+        FileReleaseArgs,
+        WriteResult,
+        ("page.write",),
+        _write(),
+        command="file.release",
+        family="file",
+    ),
+)
+
+TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in _SPECS}
+BY_SAFE_NAME: dict[str, ToolSpec] = {spec.safe_name: spec for spec in _SPECS}
+SCOPES: tuple[str, ...] = ("page.read", "page.write", "artifact.write")
+
+
+def lookup(name: str) -> ToolSpec | None:
+    """A tool by its canonical (``mnote.page.get``) or safe (``mnote_page_get``) name."""
+    return TOOLS.get(name) or BY_SAFE_NAME.get(name)
