@@ -27,7 +27,8 @@ class BlockSpec(BaseModel):
 
     type: str | None = Field(
         default=None,
-        description="paragraph, heading, code, quote, callout, list, list_item, task_item, table, thematic_break, html, math",
+        description="paragraph, heading, code, quote, callout, list, list_item, task_item, "
+        "table, thematic_break, html, math",
     )
     text: str | None = Field(default=None, max_length=1_000_000)
     markdown: str | None = Field(
