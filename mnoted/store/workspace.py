@@ -1,0 +1,901 @@
+"""The workspace: a folder of notes that is a Git repository, and its one writer.
+
+Threading rule: a :class:`Workspace` (its pygit2 Repository and its SQLite connection) belongs
+to the thread that opened it; every method except :meth:`Workspace.maintenance` must be
+called from that thread (the daemon's writer thread), and a call from another thread raises
+:class:`InternalError`. :meth:`Workspace.maintenance` opens its own Repository and may run on
+any thread. Only one process serves a workspace at a time (an ``flock`` on
+``.mnote/state/daemon.lock``).
+
+A command goes: commit pending external edits of its paths → write blobs, trees (only along
+the changed paths) and the commit object → journal → compare-and-swap the branch → write the
+files atomically → record it in the sidecar → drop the journal. The Git index is refreshed
+for those paths when the daemon is idle (:meth:`Workspace.idle`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from types import TracebackType
+
+import pygit2
+
+from mnoted.errors import (
+    Conflict,
+    IdempotencyConflict,
+    InternalError,
+    InvalidArguments,
+    LockBusy,
+    NotFound,
+    PathRejected,
+    StorageError,
+    TooLarge,
+    WorkspaceInvalid,
+)
+from mnoted.store import faults, gitindex, gitlock, indexer, message, refs, trees
+from mnoted.store.atomic import make_dirs, remove_durably, remove_temp_files, write_atomic
+from mnoted.store.config import CONFIG_PATH, WorkspaceConfig, new_workspace_id, render
+from mnoted.store.journal import Entry, FileStep, Journal
+from mnoted.store.maintenance import PackReport, pack_loose_objects
+from mnoted.store.model import (
+    Change,
+    CommandMeta,
+    CommandRecord,
+    CommitResult,
+    Delete,
+    DocRef,
+    HistoryEntry,
+    IdempotencyRecord,
+    Identity,
+    Move,
+    Write,
+)
+from mnoted.store.paths import is_internal, normalize, resolve
+from mnoted.store.sidecar import Sidecar
+
+STATE_DIR = ".mnote/state"
+SIDECAR_NAME = "state.sqlite3"
+PROCESS_LOCK = "daemon.lock"
+COMMITTER = Identity("mnoted", indexer.COMMITTER_EMAIL)
+EXTERNAL_ACTOR = "external"
+_CAS_ATTEMPTS = 5
+
+_STATE_HINTS = {
+    pygit2.enums.RepositoryState.MERGE: (
+        "a merge",
+        "finish it with `git commit` or abort it with `git merge --abort`",
+    ),
+    pygit2.enums.RepositoryState.REVERT: ("a revert", "run `git revert --continue` or `--abort`"),
+    pygit2.enums.RepositoryState.CHERRYPICK: (
+        "a cherry-pick",
+        "run `git cherry-pick --continue` or `--abort`",
+    ),
+    pygit2.enums.RepositoryState.BISECT: ("a bisect", "run `git bisect reset`"),
+}
+
+
+def template_root() -> resources.abc.Traversable:
+    """The packaged ``workspace_template`` folder (works from a wheel and from the repo)."""
+    return resources.files("mnoted") / "workspace_template"
+
+
+def template_files() -> dict[str, bytes]:
+    """Every file of the workspace template, by workspace-relative path."""
+    out: dict[str, bytes] = {}
+
+    def walk(node: resources.abc.Traversable, prefix: str) -> None:
+        for child in node.iterdir():
+            rel = f"{prefix}{child.name}"
+            if child.is_dir():
+                walk(child, rel + "/")
+            elif child.is_file() and child.name != "__pycache__":
+                out[rel] = child.read_bytes()
+
+    walk(template_root(), "")
+    return out
+
+
+@dataclass(frozen=True)
+class _Target:
+    """One path of a planned commit: new bytes (None = delete) and Git file mode."""
+
+    path: str
+    data: bytes | None
+    mode: int
+
+
+class Idempotency:
+    """Idempotency records: key → request fingerprint, commit and (when stored) result."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self._ws = ws
+
+    def lookup(self, key: str) -> IdempotencyRecord | None:
+        self._ws._check_thread()
+        self._ws.refresh()
+        return self._ws._side.idempotency(key)
+
+    def check(self, key: str, request_hash: str | None) -> IdempotencyRecord | None:
+        """The stored record for the same request, None if new; a different request raises."""
+        rec = self.lookup(key)
+        if rec is not None and rec.request_hash != request_hash:
+            raise IdempotencyConflict(
+                f"idempotency key {key!r} was already used for a different request",
+                key=key,
+                commit=rec.commit,
+            )
+        return rec
+
+    def record(self, key: str, request_hash: str | None, result_json: str) -> None:
+        """Store the result to replay for ``key`` (whose command has been committed)."""
+        rec = self.check(key, request_hash)
+        if rec is None:
+            raise NotFound(f"no committed command has idempotency key {key!r}", key=key)
+        self._ws._side.set_result(key, result_json)
+
+
+class KeyValue:
+    """A small cache other layers keep in the sidecar (e.g. block ids per blob id).
+
+    Its content must be derivable (it is kept, not recomputed, by :meth:`Workspace.rebuild`).
+    """
+
+    def __init__(self, ws: Workspace) -> None:
+        self._ws = ws
+
+    def get(self, namespace: str, key: str) -> str | None:
+        self._ws._check_thread()
+        return self._ws._side.kv_get(namespace, key)
+
+    def put(self, namespace: str, key: str, value: str) -> None:
+        self._ws._check_thread()
+        self._ws._side.kv_put(namespace, key, value)
+
+    def delete(self, namespace: str, key: str) -> None:
+        self._ws._check_thread()
+        self._ws._side.kv_delete(namespace, key)
+
+
+class Workspace:
+    """An open workspace. Create with :meth:`init` or :meth:`open`; :meth:`close` when done."""
+
+    def __init__(
+        self,
+        root: Path,
+        repo: pygit2.Repository,
+        config: WorkspaceConfig,
+        side: Sidecar,
+        lock_fd: int,
+        external_identity: Identity | None,
+        lock_wait: float,
+    ) -> None:
+        self.root = root
+        self.gitdir = root / ".git"
+        self.state_dir = root / STATE_DIR
+        self.config = config
+        self.idempotency = Idempotency(self)
+        self.sidecar = KeyValue(self)
+        self.last_write = time.monotonic()
+        self._repo = repo
+        self._side = side
+        self._lock_fd = lock_fd
+        self._lock_wait = lock_wait
+        self._journal = Journal(self.state_dir)
+        self._owner = threading.get_ident()
+        self._external = external_identity or _identity_from_config(repo)
+        self._branch = refs.current_branch(self.gitdir)
+        self._head: str | None = refs.read_ref(self.gitdir, self._branch)
+        self._needs_recovery = False
+        self._closed = False
+
+    # opening ------------------------------------------------------------------------------
+    @classmethod
+    def init(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        external_identity: Identity | None = None,
+        lock_wait: float = gitlock.WAIT_SECONDS,
+    ) -> Workspace:
+        """Make ``path`` a workspace from the template, adopting an existing repository.
+
+        A new repository (branch ``main``) gets everything already in the folder committed
+        with the template; an existing one keeps its history and only gains the template
+        files it lacks (its ``.gitignore`` gets mnoted's lines appended). Idempotent.
+        """
+        root = Path(path).expanduser()
+        root.mkdir(parents=True, exist_ok=True)
+        root = root.resolve()
+        fresh = not (root / ".git").exists()
+        if fresh:
+            pygit2.init_repository(str(root), initial_head="main")
+        repo = _check_repository(root)
+        unborn = repo.head_is_unborn
+        has_notes = any(p.suffix.lower() == ".md" for p in root.iterdir() if p.is_file())
+        del repo
+        written: list[str] = []
+        for rel, data in template_files().items():
+            target = root / rel
+            if rel == CONFIG_PATH:
+                if target.exists():
+                    WorkspaceConfig.load(root)
+                    continue
+                data = render(data.decode("utf-8"), new_workspace_id()).encode("utf-8")
+            elif rel == ".gitignore" and target.exists():
+                data = _merged_gitignore(target.read_bytes(), data)
+                if data == target.read_bytes():
+                    continue
+            elif target.exists() or (rel.lower().endswith(".md") and (has_notes or not unborn)):
+                continue
+            if not rel.startswith(".mnote/"):
+                resolve(root, rel)  # refuses a planted symlink at a template path
+            make_dirs(root, target.parent)
+            write_atomic(target, data)
+            written.append(rel)
+        ws = cls.open(root, external_identity=external_identity, lock_wait=lock_wait)
+        try:
+            paths = ws.scan_changes() if fresh else [*written, CONFIG_PATH, ".gitignore"]
+            ws.commit_external(paths, meta=CommandMeta("workspace.init", actor="mnoted"))
+            ws.idle()
+        except BaseException:
+            ws.close()
+            raise
+        return ws
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        external_identity: Identity | None = None,
+        lock_wait: float = gitlock.WAIT_SECONDS,
+    ) -> Workspace:
+        """Open a workspace: take the process lock, recover from a crash, catch up with HEAD."""
+        root = Path(path).expanduser().resolve()
+        repo = _check_repository(root)
+        config = WorkspaceConfig.load(root)
+        state = root / STATE_DIR
+        state.mkdir(parents=True, exist_ok=True)
+        ignore = state / ".gitignore"
+        if not ignore.exists():
+            write_atomic(ignore, b"*\n")
+        lock_fd = _take_process_lock(state / PROCESS_LOCK)
+        try:
+            pygit2.settings.enable_fsync_gitdir(True)
+            gitlock.recover(root / ".git")
+            side, _fresh = Sidecar.open(state / SIDECAR_NAME)
+            ws = cls(root, repo, config, side, lock_fd, external_identity, lock_wait)
+        except BaseException:
+            os.close(lock_fd)
+            raise
+        try:
+            ws._recover()
+            ws.refresh()
+            ws.flush_index()
+        except BaseException:
+            ws.close()
+            raise
+        return ws
+
+    def close(self) -> None:
+        """Refresh the index, close the database and release the process lock."""
+        if self._closed:
+            return
+        try:
+            if threading.get_ident() == self._owner:
+                with contextlib.suppress(LockBusy):
+                    self.flush_index()
+        finally:
+            self._closed = True
+            self._side.close()
+            os.close(self._lock_fd)
+            self._repo.free()
+
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # state --------------------------------------------------------------------------------
+    @property
+    def workspace_id(self) -> str:
+        return self.config.workspace_id
+
+    @property
+    def head(self) -> str | None:
+        """The workspace revision: the commit the branch names (None before the first)."""
+        return self._head
+
+    @property
+    def branch(self) -> str:
+        return self._branch
+
+    def refresh(self) -> bool:
+        """Notice a HEAD moved by someone else (``git commit/pull/checkout``); re-index.
+
+        Returns True if HEAD had moved since the store last looked.
+        """
+        self._check_thread()
+        branch = refs.current_branch(self.gitdir)
+        head = refs.read_ref(self.gitdir, branch)
+        moved = branch != self._branch or head != self._head
+        self._branch, self._head = branch, head
+        indexer.advance(self._repo, self._side, head, branch)
+        return moved
+
+    # reading ------------------------------------------------------------------------------
+    def resolve(self, ref: str) -> DocRef:
+        """A document by its documentId or by its path (at HEAD)."""
+        self.refresh()
+        path = self._side.path_of_doc(ref)
+        if path is not None:
+            return DocRef(ref, path)
+        try:
+            rel = normalize(ref)
+        except PathRejected:
+            raise NotFound(f"no document {ref!r}", ref=ref) from None
+        row = self._side.file(rel)
+        if row is None or row[2] is None:
+            raise NotFound(f"no document {ref!r}", ref=ref)
+        return DocRef(row[2], rel)
+
+    def documents(self) -> list[DocRef]:
+        """Every document at HEAD, by path."""
+        self.refresh()
+        return [DocRef(d, p) for d, p in self._side.documents()]
+
+    def blob_id(self, path: str) -> str | None:
+        """The committed blob id at ``path``, or None."""
+        self.refresh()
+        row = self._side.file(normalize(path))
+        return None if row is None else row[0]
+
+    def read_head(self, path: str) -> bytes | None:
+        """The committed bytes at ``path`` (HEAD), or None."""
+        blob_id = self.blob_id(path)
+        if blob_id is None:
+            return None
+        blob = self._repo[blob_id]
+        assert isinstance(blob, pygit2.Blob)
+        return bytes(blob.data)
+
+    def read_disk(self, path: str) -> bytes | None:
+        """The bytes on disk at ``path`` now (maybe an uncommitted external edit), or None."""
+        self._check_thread()
+        state = _read_file(resolve(self.root, path))
+        return None if state is None else state[0]
+
+    def revision_of(self, path: str) -> str:
+        """The commit that last changed ``path`` (from the sidecar index, not a history walk)."""
+        self.refresh()
+        rel = normalize(path)
+        row = self._side.file(rel)
+        if row is None:
+            raise NotFound(f"{rel} is not in the workspace", path=rel)
+        return row[1]
+
+    def history(self, ref: str, limit: int = 50) -> list[HistoryEntry]:
+        """The commits that changed a document (following renames), newest first."""
+        self.refresh()
+        doc_id: str | None
+        try:
+            doc = self.resolve(ref)
+            doc_id, path = doc.document_id, doc.path
+        except NotFound:
+            doc_id, path = None, normalize(ref)
+        return self._side.history(doc_id, path, limit)
+
+    def find_command(
+        self,
+        *,
+        command_id: str | None = None,
+        trace_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> list[CommandRecord]:
+        """Commits made by mnoted for a command id, a trace id or an idempotency key."""
+        self.refresh()
+        given = [
+            (c, v)
+            for c, v in (
+                ("command_id", command_id),
+                ("trace_id", trace_id),
+                ("idem_key", idempotency_key),
+            )
+            if v is not None
+        ]
+        if len(given) != 1:
+            raise InvalidArguments("give exactly one of command_id, trace_id, idempotency_key")
+        return self._side.find_commands(*given[0])
+
+    def scan_changes(self) -> list[str]:
+        """Paths whose disk content differs from HEAD (edits made while nobody watched)."""
+        self.flush_index()
+        out = []
+        for path, flags in self._repo.status(untracked_files="all").items():
+            if flags & pygit2.enums.FileStatus.IGNORED or is_internal(path):
+                continue
+            if self.config.is_ignored(path) and self._side.file(path) is None:
+                continue
+            out.append(path)
+        return sorted(out)
+
+    # writing ------------------------------------------------------------------------------
+    def apply(self, meta: CommandMeta, changes: Sequence[Change]) -> CommitResult:
+        """Apply one command as exactly one commit and return its revision.
+
+        Pending external edits of the touched paths are committed first (as ``external``).
+        An idempotency key already used with the same ``request_hash`` returns the first
+        result (``replayed``) without a commit; with another request it raises
+        :class:`IdempotencyConflict`.
+        """
+        self._check_thread()
+        meta = meta.with_command_id()
+        if meta.idempotency_key:
+            rec = self.idempotency.check(meta.idempotency_key, meta.request_hash)
+            if rec is not None:
+                return self._replayed(rec)
+        if not changes:
+            raise InvalidArguments("a command needs at least one change")
+        touched = self._validate(changes)
+        self._ready_to_write()
+        external = self.commit_external(touched)
+        for _ in range(_CAS_ATTEMPTS):
+            targets = self._plan(changes)
+            result = self._commit(meta, targets, [_subject_path(c) for c in changes])
+            if result is not None:
+                if external is not None:
+                    result = CommitResult(
+                        result.commit,
+                        result.command_id,
+                        result.parent,
+                        result.paths,
+                        external_commit=external.commit,
+                    )
+                return result
+            moved_external = self.commit_external(touched)
+            external = moved_external or external
+        raise Conflict(
+            "the branch kept moving while mnoted tried to commit",
+            hint="Another program is committing in this workspace; try again when it is done.",
+        )
+
+    def commit_external(
+        self, paths: Iterable[str], *, meta: CommandMeta | None = None
+    ) -> CommitResult | None:
+        """Commit what is on disk now at ``paths`` where it differs from HEAD; None if nothing.
+
+        Used before every write (so no external edit is overwritten) and by the watcher.
+        Unsafe paths, mnoted's own files and ignored untracked files are skipped.
+        """
+        self._check_thread()
+        self._ready_to_write()
+        meta = (meta or CommandMeta("external.edit", actor=EXTERNAL_ACTOR)).with_command_id()
+        for _ in range(_CAS_ATTEMPTS):
+            targets = self._disk_changes(paths)
+            if not targets:
+                return None
+            result = self._commit(meta, targets, [t.path for t in targets], on_disk=True)
+            faults.point("external-committed")
+            if result is not None:
+                return result
+        raise Conflict(
+            "the branch kept moving while mnoted tried to commit external edits",
+            hint="Another program is committing in this workspace; try again when it is done.",
+        )
+
+    def idle(self) -> None:
+        """Called by the writer thread when it has nothing queued: refresh the Git index."""
+        self.flush_index()
+
+    def flush_index(self) -> None:
+        """Make the Git index agree with HEAD for every path mnoted committed."""
+        self._check_thread()
+        pending = self._side.index_pending()
+        if not pending:
+            return
+        tree = self._head_tree()
+        gitindex.refresh(self.gitdir, tree, pending, wait=self._lock_wait)
+        faults.point("index-written")
+        self._side.clear_index_pending(pending)
+
+    def maintenance(self, *, min_objects: int = 1) -> PackReport:
+        """Pack loose objects (any thread; uses its own Repository)."""
+        return pack_loose_objects(self.gitdir, min_objects=min_objects)
+
+    def rebuild(self) -> None:
+        """Recompute the sidecar (ids, revisions, history, idempotency) from Git history."""
+        self.refresh()
+        indexer.rebuild(self._repo, self._side, self._head, self._branch)
+
+    # internals ----------------------------------------------------------------------------
+    def _check_thread(self) -> None:
+        if self._closed:
+            raise InternalError("the workspace is closed")
+        if threading.get_ident() != self._owner:
+            raise InternalError(
+                "a Workspace must be used only by the thread that opened it",
+                hint="Send the call to the workspace's writer thread.",
+            )
+
+    def _ready_to_write(self) -> None:
+        state = self._repo.state()
+        if state != pygit2.enums.RepositoryState.NONE:
+            what, how = _STATE_HINTS.get(
+                state, ("a rebase or patch application", "finish it or abort it with git")
+            )
+            raise WorkspaceInvalid(
+                f"{self.root} is in the middle of {what}; mnoted will not commit now",
+                hint=f"Then try again: {how}.",
+            )
+        if self._needs_recovery:
+            self._recover()
+        self.refresh()
+
+    def _head_tree(self) -> pygit2.Tree | None:
+        if self._head is None:
+            return None
+        commit = self._repo[self._head]
+        assert isinstance(commit, pygit2.Commit)
+        return commit.tree
+
+    def _validate(self, changes: Sequence[Change]) -> list[str]:
+        touched: list[str] = []
+        for change in changes:
+            if (
+                isinstance(change, Write | Move)
+                and change.data is not None
+                and (len(change.data) > self.config.max_file_bytes)
+            ):
+                raise TooLarge(
+                    f"{len(change.data)} bytes is over this workspace's limit of "
+                    f"{self.config.max_file_bytes} bytes per file",
+                )
+            paths = [change.old, change.new] if isinstance(change, Move) else [change.path]
+            for raw in paths:
+                rel = normalize(raw)
+                resolve(self.root, rel)
+                if rel in touched:
+                    raise InvalidArguments(f"{rel} appears twice in one command", path=rel)
+                touched.append(rel)
+        return touched
+
+    def _plan(self, changes: Sequence[Change]) -> list[_Target]:
+        tree = self._head_tree()
+        out: list[_Target] = []
+        for change in changes:
+            if isinstance(change, Write):
+                rel = normalize(change.path)
+                entry = trees.entry_at(self._repo, tree, rel)
+                _check_base(rel, entry, change.base_blob)
+                mode = entry[1] if entry is not None else trees.FILE
+                out.append(_Target(rel, change.data, mode))
+            elif isinstance(change, Delete):
+                rel = normalize(change.path)
+                entry = trees.entry_at(self._repo, tree, rel)
+                if entry is None:
+                    raise NotFound(f"{rel} is not in the workspace", path=rel)
+                _check_base(rel, entry, change.base_blob)
+                out.append(_Target(rel, None, entry[1]))
+            else:
+                old, new = normalize(change.old), normalize(change.new)
+                entry = trees.entry_at(self._repo, tree, old)
+                if entry is None:
+                    raise NotFound(f"{old} is not in the workspace", path=old)
+                _check_base(old, entry, change.base_blob)
+                if trees.entry_at(self._repo, tree, new) is not None:
+                    raise Conflict(
+                        f"cannot move {old} to {new}: {new} exists",
+                        path=new,
+                        hint="Choose another name or delete the existing page.",
+                    )
+                data = change.data
+                if data is None:
+                    blob = self._repo[entry[0]]
+                    assert isinstance(blob, pygit2.Blob)
+                    data = bytes(blob.data)
+                out.append(_Target(old, None, entry[1]))
+                out.append(_Target(new, data, entry[1]))
+        return out
+
+    def _disk_changes(self, paths: Iterable[str]) -> list[_Target]:
+        tree = self._head_tree()
+        out: list[_Target] = []
+        seen: set[str] = set()
+        for raw in paths:
+            try:
+                rel = normalize(raw, config_ok=True)
+                location = resolve(self.root, rel, config_ok=True)
+            except PathRejected:
+                continue
+            if rel in seen:
+                continue
+            seen.add(rel)
+            entry = trees.entry_at(self._repo, tree, rel)
+            if entry is None and (self.config.is_ignored(rel) or self._repo.path_is_ignored(rel)):
+                continue
+            state = _read_file(location)
+            if state is None:
+                if entry is not None:
+                    out.append(_Target(rel, None, entry[1]))
+                continue
+            data, mode = state
+            if entry is None and len(data) > self.config.max_file_bytes:
+                continue
+            if entry is not None and entry[0] == str(pygit2.hash(data)) and entry[1] == mode:
+                continue
+            out.append(_Target(rel, data, mode))
+        return out
+
+    def _commit(
+        self,
+        meta: CommandMeta,
+        targets: list[_Target],
+        subject_paths: list[str],
+        *,
+        on_disk: bool = False,
+    ) -> CommitResult | None:
+        """Make one commit of ``targets`` on HEAD; None if HEAD moved under us (retry)."""
+        parent = self._head
+        base = self._head_tree()
+        entries: dict[str, trees.Entry] = {}
+        steps: list[FileStep] = []
+        for t in targets:
+            old = trees.entry_at(self._repo, base, t.path)
+            if t.data is None:
+                entries[t.path] = None
+                steps.append(FileStep(t.path, old[0] if old else None, None, t.mode))
+            else:
+                blob = self._repo.create_blob(t.data)
+                entries[t.path] = (blob, t.mode)
+                steps.append(FileStep(t.path, old[0] if old else None, str(blob), t.mode))
+        tree_id = trees.build(self._repo, base, entries)
+        author = self._author(meta)
+        committer = pygit2.Signature(COMMITTER.name, COMMITTER.email)
+        text = message.format_message(meta, subject_paths)
+        parents = [pygit2.Oid(hex=parent)] if parent else []
+        commit_id = str(self._repo.create_commit(None, author, committer, text, tree_id, parents))
+        faults.point("objects-written")
+        entry = Entry(meta.command_id, self._branch, parent, commit_id, tuple(steps))
+        self._journal.write(entry)
+        faults.point("journal-written")
+        try:
+            refs.update_branch(
+                self.gitdir,
+                self._branch,
+                parent,
+                commit_id,
+                ident=f"{COMMITTER.name} <{COMMITTER.email}>",
+                message=text,
+                wait=self._lock_wait,
+            )
+        except refs.HeadMoved:
+            self._journal.clear()
+            self.refresh()
+            return None
+        except BaseException:
+            self._journal.clear()
+            raise
+        faults.point("ref-updated")
+        self._head = commit_id
+        try:
+            diverged = [] if on_disk else self._materialize(entry)
+            faults.point("files-written")
+            indexer.advance(self._repo, self._side, commit_id, self._branch)
+            faults.point("sidecar-updated")
+            self._journal.clear()
+            faults.point("journal-cleared")
+        except OSError as exc:
+            self._needs_recovery = True
+            raise StorageError(f"writing {meta.command_id} failed: {exc}") from exc
+        except BaseException:
+            self._needs_recovery = True
+            raise
+        self.last_write = time.monotonic()
+        if diverged:
+            self.commit_external(diverged)
+        return CommitResult(commit_id, meta.command_id, parent, tuple(t.path for t in targets))
+
+    def _materialize(self, entry: Entry) -> list[str]:
+        """Write the command's files where the disk still has the old content.
+
+        Returns the paths left alone because someone changed them meanwhile (their edit
+        wins and is committed next, as ``external``).
+        """
+        diverged: list[str] = []
+        for step in entry.files:
+            try:
+                location = resolve(self.root, step.path, config_ok=True)
+            except PathRejected:
+                diverged.append(step.path)
+                continue
+            state = _read_file(location)
+            on_disk = str(pygit2.hash(state[0])) if state is not None else None
+            if on_disk == step.new:
+                continue
+            if on_disk != step.old:
+                diverged.append(step.path)
+                continue
+            if step.new is None:
+                remove_durably(self.root, location)
+            else:
+                blob = self._repo[step.new]
+                assert isinstance(blob, pygit2.Blob)
+                make_dirs(self.root, location.parent)
+                write_atomic(
+                    location,
+                    bytes(blob.data),
+                    0o755 if step.mode == trees.EXECUTABLE else 0o644,
+                )
+            faults.point("file-written")
+        return diverged
+
+    def _recover(self) -> None:
+        """Complete or drop a command a crash interrupted (see ``docs/store.md``)."""
+        entry = self._journal.read()
+        self._needs_recovery = False
+        if entry is None:
+            self._journal.clear()
+            return
+        branch = refs.current_branch(self.gitdir)
+        head = refs.read_ref(self.gitdir, branch)
+        landed = False
+        if entry.branch == branch and self._repo.odb.exists(entry.commit):
+            if head == entry.commit:
+                landed = True
+            elif head == entry.parent:
+                try:
+                    refs.update_branch(
+                        self.gitdir,
+                        branch,
+                        entry.parent,
+                        entry.commit,
+                        ident=f"{COMMITTER.name} <{COMMITTER.email}>",
+                        message=f"recover {entry.command_id}",
+                        wait=self._lock_wait,
+                    )
+                    landed = True
+                except refs.HeadMoved:
+                    landed = False
+        self._branch = branch
+        self._head = refs.read_ref(self.gitdir, branch)
+        diverged = self._materialize(entry) if landed else []
+        for step in entry.files:
+            remove_temp_files(self.root.joinpath(*step.path.split("/")).parent)
+        indexer.advance(self._repo, self._side, self._head, self._branch)
+        self._journal.clear()
+        if diverged:
+            self.commit_external(diverged)
+
+    def _replayed(self, rec: IdempotencyRecord) -> CommitResult:
+        commit = self._repo[rec.commit]
+        assert isinstance(commit, pygit2.Commit)
+        parent = str(commit.parents[0].id) if commit.parents else None
+        paths = self._side.paths_of_commit(rec.commit)
+        return CommitResult(rec.commit, rec.command_id, parent, tuple(paths), replayed=True)
+
+    def _author(self, meta: CommandMeta) -> pygit2.Signature:
+        if meta.author is not None:
+            ident = meta.author
+        elif meta.actor == EXTERNAL_ACTOR:
+            ident = self._external
+        else:
+            safe = "".join(c for c in meta.actor if c.isalnum() or c in "-_.") or "agent"
+            ident = Identity(meta.actor, f"{safe}@mnote.local")
+        return pygit2.Signature(ident.name, ident.email)
+
+
+def _subject_path(change: Change) -> str:
+    if isinstance(change, Move):
+        return f"{normalize(change.old)} -> {normalize(change.new)}"
+    return normalize(change.path)
+
+
+def _check_base(path: str, entry: tuple[str, int] | None, base_blob: str | None) -> None:
+    if base_blob is None:
+        return
+    current = entry[0] if entry is not None else None
+    if current != base_blob:
+        raise Conflict(
+            f"{path} changed since it was read (base {base_blob[:12]}, now "
+            f"{current[:12] if current else 'absent'})",
+            path=path,
+            current=current,
+        )
+
+
+def _read_file(location: Path) -> tuple[bytes, int] | None:
+    """Bytes and Git mode of a regular file, never following a symlink; None if absent."""
+    try:
+        fd = os.open(location, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise PathRejected(f"cannot read {location.name}: {exc.strerror}") from exc
+    try:
+        st = os.fstat(fd)
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    mode = trees.EXECUTABLE if st.st_mode & 0o100 else trees.FILE
+    return b"".join(chunks), mode
+
+
+def _take_process_lock(path: Path) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise LockBusy(
+            f"another mnoted process serves this workspace ({path} is locked)",
+            hint="Stop the other daemon, or talk to it instead of opening the folder again.",
+            path=str(path),
+        ) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def _check_repository(root: Path) -> pygit2.Repository:
+    gitdir = root / ".git"
+    if not gitdir.exists():
+        raise WorkspaceInvalid(f"{root} is not a Git repository", hint=f"Run `mnote init {root}`.")
+    if not gitdir.is_dir() or gitdir.is_symlink():
+        raise WorkspaceInvalid(
+            f"{root}/.git is not a folder (linked worktrees and submodules are not supported)",
+            hint="Use a regular clone of the repository as the workspace.",
+        )
+    try:
+        repo = pygit2.Repository(str(root))
+    except pygit2.GitError as exc:
+        raise WorkspaceInvalid(f"{root} is not a readable Git repository: {exc}") from exc
+    if repo.is_bare or repo.workdir is None or Path(repo.workdir).resolve() != root:
+        raise WorkspaceInvalid(f"{root} is not the work tree of its Git repository")
+    refs.current_branch(gitdir)
+    state = repo.state()
+    if state != pygit2.enums.RepositoryState.NONE:
+        what, how = _STATE_HINTS.get(
+            state, ("a rebase or patch application", "finish it or abort it with git")
+        )
+        raise WorkspaceInvalid(f"{root} is in the middle of {what}", hint=f"First {how}.")
+    return repo
+
+
+def _identity_from_config(repo: pygit2.Repository) -> Identity:
+    """The user's Git identity (for external edits), or a neutral one."""
+    try:
+        name = repo.config["user.name"]
+        email = repo.config["user.email"]
+    except (KeyError, pygit2.GitError):
+        return Identity(EXTERNAL_ACTOR, f"{EXTERNAL_ACTOR}@mnote.local")
+    return Identity(str(name), str(email))
+
+
+def _merged_gitignore(existing: bytes, template: bytes) -> bytes:
+    """``existing`` with the template's non-comment lines it lacks appended."""
+    have = {line.strip() for line in existing.decode("utf-8", "replace").splitlines()}
+    missing = [
+        line
+        for line in template.decode("utf-8").splitlines()
+        if line.strip() and not line.startswith("#") and line.strip() not in have
+    ]
+    if not missing:
+        return existing
+    sep = b"" if existing.endswith(b"\n") or not existing else b"\n"
+    return existing + sep + ("# added by mnoted\n" + "\n".join(missing) + "\n").encode("utf-8")
