@@ -190,7 +190,7 @@ class Workspace:
         self._lock_wait = lock_wait
         self._journal = Journal(self.state_dir)
         self._owner = threading.get_ident()
-        self._external = external_identity or _identity_from_config(repo)
+        self._external = external_identity
         self._branch = refs.current_branch(self.gitdir)
         self._head: str | None = refs.read_ref(self.gitdir, self._branch)
         self._needs_recovery = False
@@ -791,7 +791,7 @@ class Workspace:
         if meta.author is not None:
             ident = meta.author
         elif meta.actor == EXTERNAL_ACTOR:
-            ident = self._external
+            ident = self._external or _identity_from_config(self._repo)
         else:
             safe = "".join(c for c in meta.actor if c.isalnum() or c in "-_.") or "agent"
             ident = Identity(meta.actor, f"{safe}@mnote.local")

@@ -34,10 +34,14 @@ def git_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monkey
         pygit2.settings.search_path[level] = str(home)
 
 
-def git(repo: Path, *args: str, check: bool = True) -> str:
+def git(repo: Path, *args: str, check: bool = True, input_text: str | None = None) -> str:
     """Run the real git in ``repo`` and return its stdout."""
     out = subprocess.run(
-        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=False
+        ["git", "-C", str(repo), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        input=input_text,
     )
     if check and out.returncode != 0:
         raise AssertionError(f"git {' '.join(args)} failed: {out.stderr}")

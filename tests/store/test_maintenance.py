@@ -1,0 +1,58 @@
+"""Background packing of loose objects."""
+
+from __future__ import annotations
+
+import threading
+
+from mnoted.store import CommandMeta, Maintainer, Workspace, Write
+from mnoted.store.maintenance import MAX_PACKS, loose_objects
+from tests.store.conftest import assert_clean, git
+
+
+def test_packing_removes_loose_objects_and_keeps_history(ws: Workspace) -> None:
+    for i in range(20):
+        ws.apply(CommandMeta("x", actor="hermes"), [Write(f"p{i % 3}.md", b"v%d" % i)])
+    assert len(loose_objects(ws.gitdir)) > 40
+    report = ws.maintenance()
+    assert report.packed > 40 and report.removed_loose == report.packed
+    assert loose_objects(ws.gitdir) == []
+    ws.apply(CommandMeta("x", actor="hermes"), [Write("p0.md", b"after")])
+    ws.idle()
+    assert_clean(ws.root)
+    assert git(ws.root, "count-objects", "-v").count("\n") > 0
+
+
+def test_many_packs_are_merged(ws: Workspace) -> None:
+    for i in range(MAX_PACKS + 2):
+        ws.apply(CommandMeta("x", actor="hermes"), [Write("p.md", b"v%d" % i)])
+        ws.maintenance()
+    packs = list((ws.gitdir / "objects/pack").glob("*.pack"))
+    assert len(packs) <= MAX_PACKS
+    ws.idle()
+    assert_clean(ws.root)
+
+
+def test_maintainer_runs_only_when_idle(ws: Workspace) -> None:
+    now = [100.0]
+    last = [100.0]
+    ran = threading.Event()
+    calls: list[float] = []
+
+    def run() -> None:
+        calls.append(now[0])
+        ran.set()
+
+    m = Maintainer(run, lambda: last[0], idle_seconds=5, poll_seconds=0.01, clock=lambda: now[0])
+    m.start()
+    try:
+        assert not ran.wait(0.1)  # writes are recent
+        now[0] = 106.0
+        assert ran.wait(2)
+        ran.clear()
+        assert not ran.wait(0.1)  # nothing written since: no second run
+        last[0] = 106.0
+        now[0] = 112.0
+        assert ran.wait(2)
+    finally:
+        m.stop()
+    assert calls == [106.0, 112.0]
