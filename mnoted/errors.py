@@ -139,7 +139,9 @@ class InvalidTransition(MnoteError):
 
 class PathRejected(MnoteError):
     code = "mnote_path_rejected"
-    default_hint = "Use a relative path to a .md file inside the workspace, outside .git/ and .mnote/."
+    default_hint = (
+        "Use a relative path to a .md file inside the workspace, outside .git/ and .mnote/."
+    )
 
 
 class WorkspaceInvalid(MnoteError):

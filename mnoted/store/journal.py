@@ -8,13 +8,13 @@ complete the command (the ref and the files are set from these objects) or to dr
 
 from __future__ import annotations
 
-import contextlib
+import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mnoted.store.atomic import fsync_dir, write_atomic
+from mnoted.store.atomic import fsync_dir
 
 JOURNAL_NAME = "journal.json"
 
@@ -57,26 +57,41 @@ class Entry:
 
 
 class Journal:
-    """Reads and writes the journal file in the state folder."""
+    """The journal file in the state folder, kept open and overwritten in place.
+
+    A write is one ``pwrite`` + ``fdatasync`` (no temp file, no folder sync): the record
+    carries a checksum, so a write torn by a crash reads as "no journal" (and a torn write
+    means the command had not yet moved the branch). Clearing truncates without syncing:
+    a clear lost to a power cut brings back only the newest record, whose commit recovery
+    then finds already landed.
+    """
 
     def __init__(self, state_dir: Path) -> None:
         self.path = state_dir / JOURNAL_NAME
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fsync_dir(state_dir)
 
     def write(self, entry: Entry) -> None:
-        write_atomic(self.path, entry.to_json())
+        body = entry.to_json()
+        record = hashlib.sha256(body).hexdigest().encode("ascii") + b"\n" + body
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, record, 0)
+        os.fdatasync(self._fd)
 
     def read(self) -> Entry | None:
         """The pending entry, or None (a torn or unreadable journal was never acted on)."""
-        try:
-            raw = self.path.read_bytes()
-        except FileNotFoundError:
+        size = os.fstat(self._fd).st_size
+        raw = os.pread(self._fd, size, 0) if size else b""
+        digest, _, body = raw.partition(b"\n")
+        if not body or hashlib.sha256(body).hexdigest().encode("ascii") != digest:
             return None
         try:
-            return Entry.from_json(raw)
+            return Entry.from_json(body)
         except (ValueError, KeyError, TypeError):
             return None
 
     def clear(self) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
-            fsync_dir(self.path.parent)
+        os.ftruncate(self._fd, 0)
+
+    def close(self) -> None:
+        os.close(self._fd)

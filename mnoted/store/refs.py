@@ -15,7 +15,6 @@ from pathlib import Path
 
 from mnoted.errors import WorkspaceInvalid
 from mnoted.store import gitlock
-from mnoted.store.atomic import fsync_dir
 
 ZERO = "0" * 40
 
@@ -85,7 +84,7 @@ def update_branch(
         raise
 
 
-def _append_reflog(
+def _append_reflog(  # best effort, not synced: the reflog is a convenience, not a record
     gitdir: Path, refname: str, old: str | None, new: str, ident: str, message: str
 ) -> None:
     offset = -time.timezone if time.localtime().tm_isdst <= 0 else -time.altzone
@@ -102,4 +101,3 @@ def _append_reflog(
                 os.write(fd, line.encode("utf-8"))
             finally:
                 os.close(fd)
-    fsync_dir(gitdir / "logs")

@@ -295,6 +295,7 @@ class Workspace:
                     self.flush_index()
         finally:
             self._closed = True
+            self._journal.close()
             self._side.close()
             os.close(self._lock_fd)
             self._repo.free()
