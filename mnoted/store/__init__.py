@@ -5,6 +5,7 @@ policy. The service layer uses :class:`Workspace` and the value types below.
 """
 
 from mnoted.store.config import WorkspaceConfig
+from mnoted.store.facades import Idempotency, KeyValue
 from mnoted.store.maintenance import Maintainer, PackReport
 from mnoted.store.model import (
     Change,
@@ -20,7 +21,8 @@ from mnoted.store.model import (
     Write,
 )
 from mnoted.store.paths import TEMP_PREFIX, is_internal, normalize
-from mnoted.store.workspace import Idempotency, KeyValue, Workspace, template_files
+from mnoted.store.template import template_files
+from mnoted.store.workspace import Workspace
 
 __all__ = [
     "TEMP_PREFIX",

@@ -16,13 +16,11 @@ for those paths when the daemon is idle (:meth:`Workspace.idle`).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from types import TracebackType
 
@@ -30,7 +28,6 @@ import pygit2
 
 from mnoted.errors import (
     Conflict,
-    IdempotencyConflict,
     InternalError,
     InvalidArguments,
     LockBusy,
@@ -42,7 +39,15 @@ from mnoted.errors import (
 )
 from mnoted.store import faults, gitindex, gitlock, indexer, message, refs, trees
 from mnoted.store.atomic import make_dirs, remove_durably, remove_temp_files, write_atomic
+from mnoted.store.bootstrap import (
+    EXTERNAL_ACTOR,
+    check_repository,
+    identity_from_config,
+    take_process_lock,
+    unfinished_operation,
+)
 from mnoted.store.config import CONFIG_PATH, WorkspaceConfig, new_workspace_id, render
+from mnoted.store.facades import Idempotency, KeyValue
 from mnoted.store.journal import Entry, FileStep, Journal
 from mnoted.store.maintenance import PackReport, pack_loose_objects
 from mnoted.store.model import (
@@ -60,47 +65,13 @@ from mnoted.store.model import (
 )
 from mnoted.store.paths import is_internal, normalize, resolve
 from mnoted.store.sidecar import Sidecar
+from mnoted.store.template import merged_gitignore, template_files
 
 STATE_DIR = ".mnote/state"
 SIDECAR_NAME = "state.sqlite3"
 PROCESS_LOCK = "daemon.lock"
 COMMITTER = Identity("mnoted", indexer.COMMITTER_EMAIL)
-EXTERNAL_ACTOR = "external"
 _CAS_ATTEMPTS = 5
-
-_STATE_HINTS = {
-    pygit2.enums.RepositoryState.MERGE: (
-        "a merge",
-        "finish it with `git commit` or abort it with `git merge --abort`",
-    ),
-    pygit2.enums.RepositoryState.REVERT: ("a revert", "run `git revert --continue` or `--abort`"),
-    pygit2.enums.RepositoryState.CHERRYPICK: (
-        "a cherry-pick",
-        "run `git cherry-pick --continue` or `--abort`",
-    ),
-    pygit2.enums.RepositoryState.BISECT: ("a bisect", "run `git bisect reset`"),
-}
-
-
-def template_root() -> resources.abc.Traversable:
-    """The packaged ``workspace_template`` folder (works from a wheel and from the repo)."""
-    return resources.files("mnoted") / "workspace_template"
-
-
-def template_files() -> dict[str, bytes]:
-    """Every file of the workspace template, by workspace-relative path."""
-    out: dict[str, bytes] = {}
-
-    def walk(node: resources.abc.Traversable, prefix: str) -> None:
-        for child in node.iterdir():
-            rel = f"{prefix}{child.name}"
-            if child.is_dir():
-                walk(child, rel + "/")
-            elif child.is_file() and child.name != "__pycache__":
-                out[rel] = child.read_bytes()
-
-    walk(template_root(), "")
-    return out
 
 
 @dataclass(frozen=True)
@@ -110,58 +81,6 @@ class _Target:
     path: str
     data: bytes | None
     mode: int
-
-
-class Idempotency:
-    """Idempotency records: key → request fingerprint, commit and (when stored) result."""
-
-    def __init__(self, ws: Workspace) -> None:
-        self._ws = ws
-
-    def lookup(self, key: str) -> IdempotencyRecord | None:
-        self._ws._check_thread()
-        self._ws.refresh()
-        return self._ws._side.idempotency(key)
-
-    def check(self, key: str, request_hash: str | None) -> IdempotencyRecord | None:
-        """The stored record for the same request, None if new; a different request raises."""
-        rec = self.lookup(key)
-        if rec is not None and rec.request_hash != request_hash:
-            raise IdempotencyConflict(
-                f"idempotency key {key!r} was already used for a different request",
-                key=key,
-                commit=rec.commit,
-            )
-        return rec
-
-    def record(self, key: str, request_hash: str | None, result_json: str) -> None:
-        """Store the result to replay for ``key`` (whose command has been committed)."""
-        rec = self.check(key, request_hash)
-        if rec is None:
-            raise NotFound(f"no committed command has idempotency key {key!r}", key=key)
-        self._ws._side.set_result(key, result_json)
-
-
-class KeyValue:
-    """A small cache other layers keep in the sidecar (e.g. block ids per blob id).
-
-    Its content must be derivable (it is kept, not recomputed, by :meth:`Workspace.rebuild`).
-    """
-
-    def __init__(self, ws: Workspace) -> None:
-        self._ws = ws
-
-    def get(self, namespace: str, key: str) -> str | None:
-        self._ws._check_thread()
-        return self._ws._side.kv_get(namespace, key)
-
-    def put(self, namespace: str, key: str, value: str) -> None:
-        self._ws._check_thread()
-        self._ws._side.kv_put(namespace, key, value)
-
-    def delete(self, namespace: str, key: str) -> None:
-        self._ws._check_thread()
-        self._ws._side.kv_delete(namespace, key)
 
 
 class Workspace:
@@ -181,8 +100,8 @@ class Workspace:
         self.gitdir = root / ".git"
         self.state_dir = root / STATE_DIR
         self.config = config
-        self.idempotency = Idempotency(self)
-        self.sidecar = KeyValue(self)
+        self.idempotency = Idempotency(side, self.refresh)
+        self.sidecar = KeyValue(side, self._check_thread)
         self.last_write = time.monotonic()
         self._repo = repo
         self._side = side
@@ -217,7 +136,7 @@ class Workspace:
         fresh = not (root / ".git").exists()
         if fresh:
             pygit2.init_repository(str(root), initial_head="main")
-        repo = _check_repository(root)
+        repo = check_repository(root)
         unborn = repo.head_is_unborn
         has_notes = any(p.suffix.lower() == ".md" for p in root.iterdir() if p.is_file())
         del repo
@@ -230,7 +149,7 @@ class Workspace:
                     continue
                 data = render(data.decode("utf-8"), new_workspace_id()).encode("utf-8")
             elif rel == ".gitignore" and target.exists():
-                data = _merged_gitignore(target.read_bytes(), data)
+                data = merged_gitignore(target.read_bytes(), data)
                 if data == target.read_bytes():
                     continue
             elif target.exists() or (rel.lower().endswith(".md") and (has_notes or not unborn)):
@@ -260,14 +179,14 @@ class Workspace:
     ) -> Workspace:
         """Open a workspace: take the process lock, recover from a crash, catch up with HEAD."""
         root = Path(path).expanduser().resolve()
-        repo = _check_repository(root)
+        repo = check_repository(root)
         config = WorkspaceConfig.load(root)
         state = root / STATE_DIR
         state.mkdir(parents=True, exist_ok=True)
         ignore = state / ".gitignore"
         if not ignore.exists():
             write_atomic(ignore, b"*\n")
-        lock_fd = _take_process_lock(state / PROCESS_LOCK)
+        lock_fd = take_process_lock(state / PROCESS_LOCK)
         try:
             pygit2.settings.enable_fsync_gitdir(True)
             gitlock.recover(root / ".git")
@@ -533,14 +452,11 @@ class Workspace:
             )
 
     def _ready_to_write(self) -> None:
-        state = self._repo.state()
-        if state != pygit2.enums.RepositoryState.NONE:
-            what, how = _STATE_HINTS.get(
-                state, ("a rebase or patch application", "finish it or abort it with git")
-            )
+        problem = unfinished_operation(self._repo)
+        if problem is not None:
             raise WorkspaceInvalid(
-                f"{self.root} is in the middle of {what}; mnoted will not commit now",
-                hint=f"Then try again: {how}.",
+                f"{self.root} is in the middle of {problem[0]}; mnoted will not commit now",
+                hint=f"Then try again: {problem[1]}.",
             )
         if self._needs_recovery:
             self._recover()
@@ -792,7 +708,7 @@ class Workspace:
         if meta.author is not None:
             ident = meta.author
         elif meta.actor == EXTERNAL_ACTOR:
-            ident = self._external or _identity_from_config(self._repo)
+            ident = self._external or identity_from_config(self._repo)
         else:
             safe = "".join(c for c in meta.actor if c.isalnum() or c in "-_.") or "agent"
             ident = Identity(meta.actor, f"{safe}@mnote.local")
@@ -835,68 +751,3 @@ def _read_file(location: Path) -> tuple[bytes, int] | None:
         os.close(fd)
     mode = trees.EXECUTABLE if st.st_mode & 0o100 else trees.FILE
     return b"".join(chunks), mode
-
-
-def _take_process_lock(path: Path) -> int:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise LockBusy(
-            f"another mnoted process serves this workspace ({path} is locked)",
-            hint="Stop the other daemon, or talk to it instead of opening the folder again.",
-            path=str(path),
-        ) from None
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n".encode())
-    return fd
-
-
-def _check_repository(root: Path) -> pygit2.Repository:
-    gitdir = root / ".git"
-    if not gitdir.exists():
-        raise WorkspaceInvalid(f"{root} is not a Git repository", hint=f"Run `mnote init {root}`.")
-    if not gitdir.is_dir() or gitdir.is_symlink():
-        raise WorkspaceInvalid(
-            f"{root}/.git is not a folder (linked worktrees and submodules are not supported)",
-            hint="Use a regular clone of the repository as the workspace.",
-        )
-    try:
-        repo = pygit2.Repository(str(root))
-    except pygit2.GitError as exc:
-        raise WorkspaceInvalid(f"{root} is not a readable Git repository: {exc}") from exc
-    if repo.is_bare or repo.workdir is None or Path(repo.workdir).resolve() != root:
-        raise WorkspaceInvalid(f"{root} is not the work tree of its Git repository")
-    refs.current_branch(gitdir)
-    state = repo.state()
-    if state != pygit2.enums.RepositoryState.NONE:
-        what, how = _STATE_HINTS.get(
-            state, ("a rebase or patch application", "finish it or abort it with git")
-        )
-        raise WorkspaceInvalid(f"{root} is in the middle of {what}", hint=f"First {how}.")
-    return repo
-
-
-def _identity_from_config(repo: pygit2.Repository) -> Identity:
-    """The user's Git identity (for external edits), or a neutral one."""
-    try:
-        name = repo.config["user.name"]
-        email = repo.config["user.email"]
-    except (KeyError, pygit2.GitError):
-        return Identity(EXTERNAL_ACTOR, f"{EXTERNAL_ACTOR}@mnote.local")
-    return Identity(str(name), str(email))
-
-
-def _merged_gitignore(existing: bytes, template: bytes) -> bytes:
-    """``existing`` with the template's non-comment lines it lacks appended."""
-    have = {line.strip() for line in existing.decode("utf-8", "replace").splitlines()}
-    missing = [
-        line
-        for line in template.decode("utf-8").splitlines()
-        if line.strip() and not line.startswith("#") and line.strip() not in have
-    ]
-    if not missing:
-        return existing
-    sep = b"" if existing.endswith(b"\n") or not existing else b"\n"
-    return existing + sep + ("# added by mnoted\n" + "\n".join(missing) + "\n").encode("utf-8")
