@@ -56,7 +56,7 @@ def refresh(
             else:
                 with contextlib.suppress(KeyError, OSError):
                     index.remove_directory(path)
-                index.add(pygit2.IndexEntry(path, entry[0], entry[1]))
+                index.add(pygit2.IndexEntry(path, entry[0], pygit2.enums.FileMode(entry[1])))
         index.write()
         fd = os.open(private, os.O_RDONLY)
         try:

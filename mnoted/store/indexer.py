@@ -55,7 +55,7 @@ def replay(
     cid = str(commit.id)
     tree = commit.tree
     if commit.parents:
-        diff = repo.diff(commit.parents[0].tree, tree)
+        diff = commit.parents[0].tree.diff_to_tree(tree)
     else:
         diff = tree.diff_to_tree(swap=True)
     diff.find_similar(flags=_FIND, rename_threshold=50)

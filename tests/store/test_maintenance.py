@@ -56,3 +56,25 @@ def test_maintainer_runs_only_when_idle(ws: Workspace) -> None:
     finally:
         m.stop()
     assert calls == [106.0, 112.0]
+
+
+def test_packing_while_writing(ws: Workspace) -> None:
+    stop = threading.Event()
+    reports = []
+
+    def pack_loop() -> None:
+        while not stop.is_set():
+            reports.append(ws.maintenance())
+
+    packer = threading.Thread(target=pack_loop)
+    packer.start()
+    try:
+        for i in range(120):
+            ws.apply(CommandMeta("x", actor="hermes"), [Write(f"d{i % 7}/p{i % 5}.md", b"v%d" % i)])
+            assert ws.read_head(f"d{i % 7}/p{i % 5}.md") == b"v%d" % i
+    finally:
+        stop.set()
+        packer.join()
+    assert sum(r.packed for r in reports) > 0
+    ws.idle()
+    assert_clean(ws.root)
