@@ -66,6 +66,7 @@ def bench_size(size: int, commits: int, tmp: Path, env: dict[str, str]) -> dict[
     build_repo(root, size, env)
     ws = Workspace.init(root)
     setup = time.perf_counter() - t0
+    os.sync()  # let the fixture's writeback finish before anything is timed
     rng = random.Random(size)
     targets = [rel_path(rng.randrange(size)) for _ in range(commits)]
     ours: list[float] = []
@@ -79,6 +80,7 @@ def bench_size(size: int, commits: int, tmp: Path, env: dict[str, str]) -> dict[
     ws.idle()
     index_refresh = time.perf_counter() - start
     ws.close()
+    os.sync()
     baseline: list[float] = []
     for n, path in enumerate(targets):
         start = time.perf_counter()

@@ -1,10 +1,11 @@
 """Replay commits into the sidecar: document ids, revisions, history, commands, idempotency.
 
-The registry is a pure function of the branch's first-parent history: each commit is diffed
-against its first parent with Git's rename detection, a document keeps its id across a
-rename, a frontmatter ``id`` pins one, and a new document's id is derived from the commit and
-path that created it. The same code runs after every commit the store makes, when HEAD was
-moved by someone else, and in a full rebuild, so a rebuilt sidecar equals the incremental one.
+The registry is a pure function of the branch's first-parent history: each commit is
+diffed against its first parent with rename detection (:mod:`mnoted.store.treediff`), a
+document keeps its id across a rename, a frontmatter ``id`` pins one, and a new document's
+id is derived from the commit and path that created it. The same code runs after every
+commit the store makes, when HEAD was moved by someone else, and in a full rebuild, so a
+rebuilt sidecar equals the incremental one.
 """
 
 from __future__ import annotations
@@ -14,13 +15,12 @@ import hashlib
 import pygit2
 
 from mnoted.core.frontmatter import document_id
-from mnoted.store import message
+from mnoted.store import message, treediff
 from mnoted.store.model import CommandRecord
 from mnoted.store.sidecar import Sidecar
 
 COMMITTER_EMAIL = "mnoted@mnote.local"
 DOCUMENT_SUFFIXES = (".md", ".markdown")
-_FIND = pygit2.enums.DiffFind.FIND_RENAMES
 
 
 def is_document(path: str) -> bool:
@@ -53,41 +53,34 @@ def replay(
 ) -> list[str]:
     """Record one commit (diffed against its first parent); return the paths it changed."""
     cid = str(commit.id)
-    tree = commit.tree
-    if commit.parents:
-        diff = commit.parents[0].tree.diff_to_tree(tree)
-    else:
-        diff = tree.diff_to_tree(swap=True)
-    diff.find_similar(flags=_FIND, rename_threshold=50)
+    parent = commit.parents[0].tree if commit.parents else None
     changed: list[str] = []
-    for delta in diff.deltas:
-        status = delta.status_char()
-        old, new = delta.old_file, delta.new_file
-        if status == "D":
-            row = side.file(old.path)
-            side.drop_file(old.path)
-            side.add_change(cid, row[2] if row else None, old.path, None, "D")
-            changed.append(old.path)
+    for delta in treediff.diff(repo, parent, commit.tree):
+        if delta.status == "D":
+            assert delta.old_path is not None
+            row = side.file(delta.old_path)
+            side.drop_file(delta.old_path)
+            side.add_change(cid, row[2] if row else None, delta.old_path, None, "D")
+            changed.append(delta.old_path)
             continue
-        if new.mode == pygit2.GIT_FILEMODE_COMMIT:
-            continue
-        carried: str | None = None
-        if status == "R":
-            row = side.file(old.path)
-            carried = row[2] if row else None
-            side.drop_file(old.path)
-            changed.append(old.path)
+        assert delta.new_path is not None and delta.new_id is not None
+        if delta.status == "R":
+            assert delta.old_path is not None
+            row = side.file(delta.old_path)
+            side.drop_file(delta.old_path)
+            changed.append(delta.old_path)
         else:
-            row = side.file(new.path)
-            carried = row[2] if row else None
+            row = side.file(delta.new_path)
+        carried = row[2] if row else None
         doc: str | None = None
-        if is_document(new.path):
-            blob = repo[new.id]
+        if is_document(delta.new_path):
+            blob = repo[delta.new_id]
             assert isinstance(blob, pygit2.Blob)
-            doc = pinned_id(blob.data) or carried or generated_id(cid, new.path)
-        side.put_file(new.path, str(new.id), cid, doc)
-        side.add_change(cid, doc, new.path, old.path if status == "R" else None, status)
-        changed.append(new.path)
+            doc = pinned_id(blob.data) or carried or generated_id(cid, delta.new_path)
+        side.put_file(delta.new_path, delta.new_id, cid, doc)
+        old_path = delta.old_path if delta.status == "R" else None
+        side.add_change(cid, doc, delta.new_path, old_path, delta.status)
+        changed.append(delta.new_path)
     _record_command(side, commit, kept_results or {})
     if mark_pending and commit.committer.email == COMMITTER_EMAIL:
         side.mark_index_pending(changed)
