@@ -63,19 +63,19 @@ class Sidecar:
         return conn
 
     @classmethod
-    def open(cls, path: Path) -> tuple[Sidecar, bool]:
-        """Open (or recreate, if unreadable or of another schema) the database.
+    def open(cls, path: Path) -> Sidecar:
+        """Open the database, recreating it empty if it is unreadable or of another schema.
 
-        Returns the sidecar and whether it is fresh (so it must be rebuilt from history).
+        An empty database has no ``indexed_head``, so the first catch-up rebuilds it.
         """
         try:
             side = cls(path)
             version = side.get_meta("schema")
             if version == SCHEMA_VERSION:
-                return side, False
+                return side
             if version is None and side.get_meta("indexed_head") is None:
                 side.set_meta("schema", SCHEMA_VERSION)
-                return side, True
+                return side
             side.close()
         except sqlite3.DatabaseError:
             pass
@@ -83,7 +83,7 @@ class Sidecar:
             Path(str(path) + suffix).unlink(missing_ok=True)
         side = cls(path)
         side.set_meta("schema", SCHEMA_VERSION)
-        return side, True
+        return side
 
     def close(self) -> None:
         self.conn.close()

@@ -108,6 +108,7 @@ class Workspace:
         self._lock_fd = lock_fd
         self._lock_wait = lock_wait
         self._journal = Journal(self.state_dir)
+        self._index = gitindex.GitIndex(self.gitdir)
         self._owner = threading.get_ident()
         self._external = external_identity
         self._branch = refs.current_branch(self.gitdir)
@@ -126,15 +127,15 @@ class Workspace:
     ) -> Workspace:
         """Make ``path`` a workspace from the template, adopting an existing repository.
 
-        A new repository (branch ``main``) gets everything already in the folder committed
-        with the template; an existing one keeps its history and only gains the template
-        files it lacks (its ``.gitignore`` gets mnoted's lines appended). Idempotent.
+        A new repository (branch ``main``), or one without commits, gets everything already
+        in the folder committed with the template; an existing one keeps its history and
+        only gains the template files it lacks (its ``.gitignore`` gets mnoted's lines
+        appended). Idempotent.
         """
         root = Path(path).expanduser()
         root.mkdir(parents=True, exist_ok=True)
         root = root.resolve()
-        fresh = not (root / ".git").exists()
-        if fresh:
+        if not (root / ".git").exists():
             pygit2.init_repository(str(root), initial_head="main")
         repo = check_repository(root)
         unborn = repo.head_is_unborn
@@ -161,7 +162,8 @@ class Workspace:
             written.append(rel)
         ws = cls.open(root, external_identity=external_identity, lock_wait=lock_wait)
         try:
-            paths = ws.scan_changes() if fresh else [*written, CONFIG_PATH, ".gitignore"]
+            # a repository without commits starts with everything in the folder
+            paths = ws.scan_changes() if unborn else [*written, CONFIG_PATH, ".gitignore"]
             ws.commit_external(paths, meta=CommandMeta("workspace.init", actor="mnoted"))
             ws.idle()
         except BaseException:
@@ -190,7 +192,7 @@ class Workspace:
         try:
             pygit2.settings.enable_fsync_gitdir(True)
             gitlock.recover(root / ".git")
-            side, _fresh = Sidecar.open(state / SIDECAR_NAME)
+            side = Sidecar.open(state / SIDECAR_NAME)
             ws = cls(root, repo, config, side, lock_fd, external_identity, lock_wait)
         except BaseException:
             os.close(lock_fd)
@@ -403,6 +405,7 @@ class Workspace:
         """
         self._check_thread()
         self._ready_to_write()
+        paths = list(paths)
         meta = (meta or CommandMeta("external.edit", actor=EXTERNAL_ACTOR)).with_command_id()
         for _ in range(_CAS_ATTEMPTS):
             targets = self._disk_changes(paths)
@@ -428,7 +431,7 @@ class Workspace:
         if not pending:
             return
         tree = self._head_tree()
-        gitindex.refresh(self.gitdir, tree, pending, wait=self._lock_wait)
+        self._index.refresh(tree, pending, wait=self._lock_wait)
         faults.point("index-written")
         self._side.clear_index_pending(pending)
 

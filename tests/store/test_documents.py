@@ -114,3 +114,15 @@ def test_rebuilt_sidecar_equals_the_incremental_one(
     (root / ".mnote/state/state.sqlite3").unlink()
     with Workspace.open(root) as ws:
         assert _snapshot(ws) == incremental
+
+
+def test_a_corrupt_sidecar_is_rebuilt(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    with Workspace.init(root) as ws:
+        ws.apply(M, [Write("a.md", b"a")])
+        before = _snapshot(ws)
+    (root / ".mnote/state/state.sqlite3").write_bytes(b"this is not a database" * 100)
+    for suffix in ("-wal", "-shm"):
+        (root / f".mnote/state/state.sqlite3{suffix}").unlink(missing_ok=True)
+    with Workspace.open(root) as ws:
+        assert _snapshot(ws) == before

@@ -113,3 +113,20 @@ def test_one_process_per_workspace(ws: Workspace) -> None:
     with pytest.raises(LockBusy) as info:
         Workspace.open(ws.root)
     assert info.value.details["path"].endswith("daemon.lock")
+
+
+def test_adopting_keeps_uncommitted_user_files_for_reconciliation(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    (root / "a.md").write_text("# A\n")
+    git(root, "add", "a.md")
+    git(root, "commit", "-qm", "user history")
+    (root / "a.md").write_text("# A, edited\n")
+    (root / "draft.md").write_text("draft\n")
+    with Workspace.init(root) as ws:
+        assert ws.scan_changes() == ["a.md", "draft.md"]  # left for start-up reconciliation
+        assert ws.read_head("a.md") == b"# A\n"
+        ws.commit_external(ws.scan_changes())
+        assert ws.scan_changes() == []
+    assert_clean(root)
