@@ -209,3 +209,13 @@ def test_a_commit_racing_ours_is_not_overwritten(
     assert git(ws.root, "rev-list", "--count", f"{raced[0]}..HEAD").strip() == "1"
     ws.idle()
     assert_clean(ws.root)
+
+
+def test_index_refresh_respects_a_user_index_change(ws: Workspace) -> None:
+    ws.apply(CommandMeta("page.create", actor="hermes"), [Write("p.md", b"v1\n")])
+    ws.idle()
+    (ws.root / "staged.md").write_text("staged by the user\n")
+    git(ws.root, "add", "staged.md")  # the user's own staged change must survive our refresh
+    ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("p.md", b"v2\n")])
+    ws.idle()
+    assert git(ws.root, "status", "--porcelain").splitlines() == ["A  staged.md"]
