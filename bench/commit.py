@@ -4,8 +4,9 @@ For each workspace size (files spread over folders of 100, like a real notes tre
 builds a repository, adopts it with ``Workspace.init``, applies ``--commits`` one-file writes
 (libgit2's gitdir fsync on, work-tree files fsynced) and times each ``apply``; then it times
 the baseline an auto-commit script runs: write the file, ``git add FILE``, ``git commit`` as
-subprocesses, in the same run on the same repository. Prints median and p99 in milliseconds, and the median time of the Git index
-refresh the idle writer makes after every 10 commits (not part of a commit's latency).
+subprocesses, in the same run on the same repository. Prints median and p99 in milliseconds,
+and the median time of the Git index refresh the idle writer makes after every 10 commits
+(not part of a commit's latency).
 
     python bench/commit.py                      # 100, 10,000 and 100,000 files
     python bench/commit.py --sizes 100,1000 --commits 50
