@@ -67,8 +67,10 @@ class GitIndex:
         if self._cached is not None and self._stamp == _stamp(index_path):
             return self._cached
         private.parent.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(private)
+        # leftovers of a crash (ours alone: the workspace's process lock is held)
+        for stale in (private, private.with_name(private.name + ".lock")):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(stale)
         if index_path.exists():
             shutil.copyfile(index_path, private)
         return pygit2.Index(str(private))

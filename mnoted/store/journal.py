@@ -1,6 +1,6 @@
 """The command journal: a command's full intent, made durable before it touches anything.
 
-One file, ``.mnote/state/journal.json``, because the store applies one command at a time.
+One file, ``.mnote/state/command.journal``, because the store applies one command at a time.
 It names the branch, the parent commit, the new commit (already written to the object
 database) and, per path, the blob before and after. After a crash, recovery uses it to
 complete the command (the ref and the files are set from these objects) or to drop it.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from mnoted.store.atomic import fsync_dir
 
-JOURNAL_NAME = "journal.json"
+JOURNAL_NAME = "command.journal"
 
 
 @dataclass(frozen=True)
