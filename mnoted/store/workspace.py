@@ -20,7 +20,6 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -34,11 +33,10 @@ from mnoted.errors import (
     NotFound,
     PathRejected,
     StorageError,
-    TooLarge,
     WorkspaceInvalid,
 )
 from mnoted.store import faults, gitindex, gitlock, indexer, message, refs, trees
-from mnoted.store.atomic import make_dirs, remove_durably, remove_temp_files, write_atomic
+from mnoted.store.atomic import make_dirs, remove_temp_files, write_atomic
 from mnoted.store.bootstrap import (
     EXTERNAL_ACTOR,
     check_repository,
@@ -55,32 +53,22 @@ from mnoted.store.model import (
     CommandMeta,
     CommandRecord,
     CommitResult,
-    Delete,
     DocRef,
     HistoryEntry,
     IdempotencyRecord,
     Identity,
-    Move,
-    Write,
 )
 from mnoted.store.paths import is_internal, normalize, resolve
+from mnoted.store.planning import Target, disk_changes, plan, subject_path, validate
 from mnoted.store.sidecar import Sidecar
 from mnoted.store.template import merged_gitignore, template_files
+from mnoted.store.worktree import materialize, read_file
 
 STATE_DIR = ".mnote/state"
 SIDECAR_NAME = "state.sqlite3"
 PROCESS_LOCK = "daemon.lock"
 COMMITTER = Identity("mnoted", indexer.COMMITTER_EMAIL)
 _CAS_ATTEMPTS = 5
-
-
-@dataclass(frozen=True)
-class _Target:
-    """One path of a planned commit: new bytes (None = delete) and Git file mode."""
-
-    path: str
-    data: bytes | None
-    mode: int
 
 
 class Workspace:
@@ -298,7 +286,7 @@ class Workspace:
     def read_disk(self, path: str) -> bytes | None:
         """The bytes on disk at ``path`` now (maybe an uncommitted external edit), or None."""
         self._check_thread()
-        state = _read_file(resolve(self.root, path))
+        state = read_file(resolve(self.root, path))
         return None if state is None else state[0]
 
     def revision_of(self, path: str) -> str:
@@ -372,12 +360,12 @@ class Workspace:
                 return self._replayed(rec)
         if not changes:
             raise InvalidArguments("a command needs at least one change")
-        touched = self._validate(changes)
+        touched = validate(self.root, self.config, changes)
         self._ready_to_write()
         external = self.commit_external(touched)
         for _ in range(_CAS_ATTEMPTS):
-            targets = self._plan(changes)
-            result = self._commit(meta, targets, [_subject_path(c) for c in changes])
+            targets = plan(self._repo, self._head_tree(), changes)
+            result = self._commit(meta, targets, [subject_path(c) for c in changes])
             if result is not None:
                 if external is not None:
                     result = CommitResult(
@@ -408,7 +396,7 @@ class Workspace:
         paths = list(paths)
         meta = (meta or CommandMeta("external.edit", actor=EXTERNAL_ACTOR)).with_command_id()
         for _ in range(_CAS_ATTEMPTS):
-            targets = self._disk_changes(paths)
+            targets = disk_changes(self._repo, self.root, self.config, self._head_tree(), paths)
             if not targets:
                 return None
             result = self._commit(meta, targets, [t.path for t in targets], on_disk=True)
@@ -472,98 +460,10 @@ class Workspace:
         assert isinstance(commit, pygit2.Commit)
         return commit.tree
 
-    def _validate(self, changes: Sequence[Change]) -> list[str]:
-        touched: list[str] = []
-        for change in changes:
-            if (
-                isinstance(change, Write | Move)
-                and change.data is not None
-                and (len(change.data) > self.config.max_file_bytes)
-            ):
-                raise TooLarge(
-                    f"{len(change.data)} bytes is over this workspace's limit of "
-                    f"{self.config.max_file_bytes} bytes per file",
-                )
-            paths = [change.old, change.new] if isinstance(change, Move) else [change.path]
-            for raw in paths:
-                rel = normalize(raw)
-                resolve(self.root, rel)
-                if rel in touched:
-                    raise InvalidArguments(f"{rel} appears twice in one command", path=rel)
-                touched.append(rel)
-        return touched
-
-    def _plan(self, changes: Sequence[Change]) -> list[_Target]:
-        tree = self._head_tree()
-        out: list[_Target] = []
-        for change in changes:
-            if isinstance(change, Write):
-                rel = normalize(change.path)
-                entry = trees.entry_at(self._repo, tree, rel)
-                _check_base(rel, entry, change.base_blob)
-                mode = entry[1] if entry is not None else trees.FILE
-                out.append(_Target(rel, change.data, mode))
-            elif isinstance(change, Delete):
-                rel = normalize(change.path)
-                entry = trees.entry_at(self._repo, tree, rel)
-                if entry is None:
-                    raise NotFound(f"{rel} is not in the workspace", path=rel)
-                _check_base(rel, entry, change.base_blob)
-                out.append(_Target(rel, None, entry[1]))
-            else:
-                old, new = normalize(change.old), normalize(change.new)
-                entry = trees.entry_at(self._repo, tree, old)
-                if entry is None:
-                    raise NotFound(f"{old} is not in the workspace", path=old)
-                _check_base(old, entry, change.base_blob)
-                if trees.entry_at(self._repo, tree, new) is not None:
-                    raise Conflict(
-                        f"cannot move {old} to {new}: {new} exists",
-                        path=new,
-                        hint="Choose another name or delete the existing page.",
-                    )
-                data = change.data
-                if data is None:
-                    blob = self._repo[entry[0]]
-                    assert isinstance(blob, pygit2.Blob)
-                    data = bytes(blob.data)
-                out.append(_Target(old, None, entry[1]))
-                out.append(_Target(new, data, entry[1]))
-        return out
-
-    def _disk_changes(self, paths: Iterable[str]) -> list[_Target]:
-        tree = self._head_tree()
-        out: list[_Target] = []
-        seen: set[str] = set()
-        for raw in paths:
-            try:
-                rel = normalize(raw, config_ok=True)
-                location = resolve(self.root, rel, config_ok=True)
-            except PathRejected:
-                continue
-            if rel in seen:
-                continue
-            seen.add(rel)
-            entry = trees.entry_at(self._repo, tree, rel)
-            if entry is None and (self.config.is_ignored(rel) or self._repo.path_is_ignored(rel)):
-                continue
-            state = _read_file(location)
-            if state is None:
-                if entry is not None:
-                    out.append(_Target(rel, None, entry[1]))
-                continue
-            data, mode = state
-            if entry is None and len(data) > self.config.max_file_bytes:
-                continue
-            if entry is not None and entry[0] == str(pygit2.hash(data)) and entry[1] == mode:
-                continue
-            out.append(_Target(rel, data, mode))
-        return out
-
     def _commit(
         self,
         meta: CommandMeta,
-        targets: list[_Target],
+        targets: list[Target],
         subject_paths: list[str],
         *,
         on_disk: bool = False,
@@ -612,7 +512,7 @@ class Workspace:
         faults.point("ref-updated")
         self._head = commit_id
         try:
-            diverged = [] if on_disk else self._materialize(entry)
+            diverged = [] if on_disk else materialize(self._repo, self.root, entry)
             faults.point("files-written")
             indexer.advance(self._repo, self._side, commit_id, self._branch)
             faults.point("sidecar-updated")
@@ -628,40 +528,6 @@ class Workspace:
         if diverged:
             self.commit_external(diverged)
         return CommitResult(commit_id, meta.command_id, parent, tuple(t.path for t in targets))
-
-    def _materialize(self, entry: Entry) -> list[str]:
-        """Write the command's files where the disk still has the old content.
-
-        Returns the paths left alone because someone changed them meanwhile (their edit
-        wins and is committed next, as ``external``).
-        """
-        diverged: list[str] = []
-        for step in entry.files:
-            try:
-                location = resolve(self.root, step.path, config_ok=True)
-            except PathRejected:
-                diverged.append(step.path)
-                continue
-            state = _read_file(location)
-            on_disk = str(pygit2.hash(state[0])) if state is not None else None
-            if on_disk == step.new:
-                continue
-            if on_disk != step.old:
-                diverged.append(step.path)
-                continue
-            if step.new is None:
-                remove_durably(self.root, location)
-            else:
-                blob = self._repo[step.new]
-                assert isinstance(blob, pygit2.Blob)
-                make_dirs(self.root, location.parent)
-                write_atomic(
-                    location,
-                    bytes(blob.data),
-                    0o755 if step.mode == trees.EXECUTABLE else 0o644,
-                )
-            faults.point("file-written")
-        return diverged
 
     def _recover(self) -> None:
         """Complete or drop a command a crash interrupted (see ``docs/store.md``)."""
@@ -692,7 +558,7 @@ class Workspace:
                     landed = False
         self._branch = branch
         self._head = refs.read_ref(self.gitdir, branch)
-        diverged = self._materialize(entry) if landed else []
+        diverged = materialize(self._repo, self.root, entry) if landed else []
         for step in entry.files:
             remove_temp_files(self.root.joinpath(*step.path.split("/")).parent)
         indexer.advance(self._repo, self._side, self._head, self._branch)
@@ -716,41 +582,3 @@ class Workspace:
             safe = "".join(c for c in meta.actor if c.isalnum() or c in "-_.") or "agent"
             ident = Identity(meta.actor, f"{safe}@mnote.local")
         return pygit2.Signature(ident.name, ident.email)
-
-
-def _subject_path(change: Change) -> str:
-    if isinstance(change, Move):
-        return f"{normalize(change.old)} -> {normalize(change.new)}"
-    return normalize(change.path)
-
-
-def _check_base(path: str, entry: tuple[str, int] | None, base_blob: str | None) -> None:
-    if base_blob is None:
-        return
-    current = entry[0] if entry is not None else None
-    if current != base_blob:
-        raise Conflict(
-            f"{path} changed since it was read (base {base_blob[:12]}, now "
-            f"{current[:12] if current else 'absent'})",
-            path=path,
-            current=current,
-        )
-
-
-def _read_file(location: Path) -> tuple[bytes, int] | None:
-    """Bytes and Git mode of a regular file, never following a symlink; None if absent."""
-    try:
-        fd = os.open(location, os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise PathRejected(f"cannot read {location.name}: {exc.strerror}") from exc
-    try:
-        st = os.fstat(fd)
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-    mode = trees.EXECUTABLE if st.st_mode & 0o100 else trees.FILE
-    return b"".join(chunks), mode
