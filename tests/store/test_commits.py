@@ -9,7 +9,14 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from mnoted.errors import Conflict, InvalidArguments, NotFound, PathRejected, TooLarge
+from mnoted.errors import (
+    Conflict,
+    InvalidArguments,
+    NotFound,
+    PathRejected,
+    TooLarge,
+    WorkspaceInvalid,
+)
 from mnoted.store import CommandMeta, Delete, Identity, Move, Workspace, Write
 from tests.store.conftest import assert_clean, git
 
@@ -219,3 +226,35 @@ def test_index_refresh_respects_a_user_index_change(ws: Workspace) -> None:
     ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("p.md", b"v2\n")])
     ws.idle()
     assert git(ws.root, "status", "--porcelain").splitlines() == ["A  staged.md"]
+
+
+def test_packed_refs_and_gc_by_the_user(ws: Workspace) -> None:
+    ws.apply(CommandMeta("page.create", actor="hermes"), [Write("p.md", b"v1\n")])
+    ws.idle()
+    git(ws.root, "gc", "-q")  # packs refs and objects behind mnoted's back
+    assert not (ws.gitdir / "refs/heads/main").exists()
+    result = ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("p.md", b"v2\n")])
+    assert git(ws.root, "rev-parse", "main").strip() == result.commit
+    ws.idle()
+    assert_clean(ws.root)
+
+
+def test_no_commit_while_the_user_is_merging(ws: Workspace) -> None:
+    root = ws.root
+    ws.apply(CommandMeta("page.create", actor="hermes"), [Write("p.md", b"base\n")])
+    ws.idle()
+    git(root, "checkout", "-q", "-b", "side")
+    (root / "p.md").write_text("side\n")
+    git(root, "commit", "-qam", "side")
+    git(root, "checkout", "-q", "main")
+    (root / "p.md").write_text("main\n")
+    git(root, "commit", "-qam", "main")
+    git(root, "merge", "side", check=False)  # conflict: the user is mid-merge
+    head = git(root, "rev-parse", "HEAD").strip()
+    with pytest.raises(WorkspaceInvalid, match="merge"):
+        ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("q.md", b"x")])
+    assert git(root, "rev-parse", "HEAD").strip() == head
+    git(root, "merge", "--abort")
+    ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("q.md", b"x")])
+    ws.idle()
+    assert_clean(root)

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mnoted.store import Workspace, faults
+from mnoted.store import CommandMeta, Workspace, Write, faults
 from tests.store.conftest import assert_clean, git
 
 WRITER = Path(__file__).with_name("crash_writer.py")
@@ -151,3 +151,45 @@ def test_sigkill_at_every_step_recovers(tmp_path: Path) -> None:
             assert not list(root.rglob(".mnote-tmp-*"))
         assert_clean(root)
     assert kills >= iterations // 2, f"only {kills} of {iterations} runs were killed"
+
+
+def test_an_edit_made_after_a_crash_is_kept(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    with Workspace.init(root) as ws:
+        ws.apply(CommandMeta("page.create", actor="hermes"), [Write("a.md", b"v1\n")])
+    script = (
+        "import sys\n"
+        "from mnoted.store import CommandMeta, Workspace, Write, faults\n"
+        "ws = Workspace.open(sys.argv[1])\n"
+        "faults.arm('ref-updated')\n"
+        "ws.apply(CommandMeta('page.body.save', actor='hermes', command_id='cmd_v2'),"
+        " [Write('a.md', b'v2\\n')])\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2]))
+    proc = subprocess.run([sys.executable, "-c", script, str(root)], env=env, check=False)
+    assert proc.returncode == -signal.SIGKILL
+    assert (root / "a.md").read_bytes() == b"v1\n"  # killed after the branch moved
+    (root / "a.md").write_bytes(b"user edit after the crash\n")
+    with Workspace.open(root) as ws:
+        assert ws.read_head("a.md") == b"user edit after the crash\n"
+    assert git(root, "show", "HEAD~1:a.md") == "v2\n"  # the command completed...
+    assert git(root, "log", "-1", "--format=%(trailers:key=Mnote-Actor,valueonly)").strip() == (
+        "external"  # ...and the user's later edit was kept and committed on top
+    )
+    assert (root / "a.md").read_bytes() == b"user edit after the crash\n"
+    assert_clean(root)
+
+
+def test_a_torn_journal_is_ignored(tmp_path: Path) -> None:
+    from mnoted.store.journal import Entry, FileStep, Journal
+
+    journal = Journal(tmp_path)
+    entry = Entry("cmd", "refs/heads/main", None, "c" * 40, (FileStep("a.md", None, "b" * 40, 0),))
+    journal.write(entry)
+    assert journal.read() == entry
+    raw = (tmp_path / "command.journal").read_bytes()
+    (tmp_path / "command.journal").write_bytes(raw[: len(raw) // 2])
+    assert journal.read() is None
+    journal.clear()
+    assert journal.read() is None
+    journal.close()
