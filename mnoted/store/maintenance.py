@@ -4,8 +4,8 @@ libgit2 never packs: every command leaves a blob, a few trees and a commit as lo
 and 100,000 commands would leave hundreds of thousands of them. :func:`pack_loose_objects`
 puts the current loose objects into one pack (fsynced), then deletes exactly those loose
 files. It opens its own Repository (a pygit2 Repository must not cross threads) and never
-takes a lock the writer needs, so writes go on while it runs. When packs pile up, they are
-merged into one.
+takes a lock the writer needs, so writes go on while it runs. When more than
+:data:`MAX_PACKS` packs pile up, all but the largest are merged into one.
 """
 
 from __future__ import annotations
@@ -56,6 +56,44 @@ def _packs(gitdir: Path) -> list[Path]:
     return sorted(p for p in pack_dir.glob("pack-*.pack") if not p.with_suffix(".keep").exists())
 
 
+def pack_object_ids(idx: Path) -> list[str]:
+    """The object ids listed in a pack index (format version 1 or 2)."""
+    data = idx.read_bytes()
+    if data[:4] == b"\xfftOc":
+        count = int.from_bytes(data[8 + 255 * 4 : 8 + 256 * 4], "big")
+        start = 8 + 256 * 4
+        return [data[start + 20 * i : start + 20 * (i + 1)].hex() for i in range(count)]
+    count = int.from_bytes(data[255 * 4 : 256 * 4], "big")
+    start = 256 * 4
+    return [data[start + 24 * i + 4 : start + 24 * (i + 1)].hex() for i in range(count)]
+
+
+def _merge_small_packs(gitdir: Path, packs: list[Path]) -> int:
+    """Merge every pack but the largest into one; return how many were merged.
+
+    Rewriting only the smaller packs keeps the cost of a merge proportional to recent
+    history, not to the whole repository (the largest pack is left as it is).
+    """
+    largest = max(packs, key=lambda p: p.stat().st_size)
+    small = [p for p in packs if p != largest]
+    oids = sorted({h for p in small for h in pack_object_ids(p.with_suffix(".idx"))})
+    repo = pygit2.Repository(str(gitdir))
+
+    def delegate(builder: pygit2.PackBuilder) -> None:
+        for h in oids:
+            builder.add(pygit2.Oid(hex=h))
+
+    if repo.pack(pack_delegate=delegate) != len(oids):
+        return 0
+    _sync_packs(gitdir)
+    for pack in small:
+        for suffix in (".idx", ".rev", ".pack"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(pack.with_suffix(suffix))
+    fsync_dir(gitdir / "objects" / "pack")
+    return len(small)
+
+
 def _sync_packs(gitdir: Path) -> None:
     pack_dir = gitdir / "objects" / "pack"
     for p in pack_dir.glob("pack-*"):
@@ -92,22 +130,9 @@ def pack_loose_objects(gitdir: Path, *, min_objects: int = 1) -> PackReport:
                     touched.add(path.parent)
             for folder in touched:
                 fsync_dir(folder)
-    old_packs = _packs(gitdir)
-    if len(old_packs) > MAX_PACKS:
-        merged = len(old_packs)
-        repo = pygit2.Repository(str(gitdir))
-
-        def everything(builder: pygit2.PackBuilder) -> None:
-            for oid in repo.odb:
-                builder.add(oid)
-
-        repo.pack(pack_delegate=everything)
-        _sync_packs(gitdir)
-        for pack in old_packs:
-            for suffix in (".idx", ".rev", ".pack"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(pack.with_suffix(suffix))
-        fsync_dir(gitdir / "objects" / "pack")
+    packs = _packs(gitdir)
+    if len(packs) > MAX_PACKS:
+        merged = _merge_small_packs(gitdir, packs)
     return PackReport(packed=packed, removed_loose=removed, merged_packs=merged)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from mnoted.store import CommandMeta, Maintainer, Workspace, Write
-from mnoted.store.maintenance import MAX_PACKS, loose_objects
+from mnoted.store.maintenance import MAX_PACKS, loose_objects, pack_object_ids
 from tests.store.conftest import assert_clean, git
 
 
@@ -28,6 +28,8 @@ def test_many_packs_are_merged(ws: Workspace) -> None:
         ws.maintenance()
     packs = list((ws.gitdir / "objects/pack").glob("*.pack"))
     assert len(packs) <= MAX_PACKS
+    listed = {h for p in packs for h in pack_object_ids(p.with_suffix(".idx"))}
+    assert git(ws.root, "rev-parse", "HEAD").strip() in listed
     ws.idle()
     assert_clean(ws.root)
 
