@@ -1,0 +1,49 @@
+"""The Git-backed workspace store: one command, one commit; commit hashes are revisions.
+
+See ``docs/store.md`` for the on-disk layout, the commit format, the journal and the lock
+policy. The service layer uses :class:`Workspace` and the value types below.
+"""
+
+from mnoted.store.config import WorkspaceConfig
+from mnoted.store.facades import Idempotency, KeyValue
+from mnoted.store.maintenance import Maintainer, PackReport
+from mnoted.store.model import (
+    Change,
+    CommandMeta,
+    CommandRecord,
+    CommitResult,
+    Delete,
+    DocRef,
+    HistoryEntry,
+    IdempotencyRecord,
+    Identity,
+    Move,
+    Write,
+)
+from mnoted.store.paths import TEMP_PREFIX, is_internal, normalize
+from mnoted.store.template import template_files
+from mnoted.store.workspace import Workspace
+
+__all__ = [
+    "TEMP_PREFIX",
+    "Change",
+    "CommandMeta",
+    "CommandRecord",
+    "CommitResult",
+    "Delete",
+    "DocRef",
+    "HistoryEntry",
+    "Idempotency",
+    "IdempotencyRecord",
+    "Identity",
+    "KeyValue",
+    "Maintainer",
+    "Move",
+    "PackReport",
+    "Workspace",
+    "WorkspaceConfig",
+    "Write",
+    "is_internal",
+    "normalize",
+    "template_files",
+]

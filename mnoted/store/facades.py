@@ -1,0 +1,62 @@
+"""Narrow handles the service layer uses for idempotency records and its sidecar cache."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mnoted.errors import IdempotencyConflict, NotFound
+from mnoted.store.model import IdempotencyRecord
+from mnoted.store.sidecar import Sidecar
+
+
+class Idempotency:
+    """Idempotency records: key → request fingerprint, commit and (when stored) result."""
+
+    def __init__(self, side: Sidecar, before: Callable[[], object]) -> None:
+        self._side = side
+        self._before = before  # checks the calling thread and catches up with HEAD
+
+    def lookup(self, key: str) -> IdempotencyRecord | None:
+        self._before()
+        return self._side.idempotency(key)
+
+    def check(self, key: str, request_hash: str | None) -> IdempotencyRecord | None:
+        """The stored record for the same request, None if new; a different request raises."""
+        rec = self.lookup(key)
+        if rec is not None and rec.request_hash != request_hash:
+            raise IdempotencyConflict(
+                f"idempotency key {key!r} was already used for a different request",
+                key=key,
+                commit=rec.commit,
+            )
+        return rec
+
+    def record(self, key: str, request_hash: str | None, result_json: str) -> None:
+        """Store the result to replay for ``key`` (whose command has been committed)."""
+        rec = self.check(key, request_hash)
+        if rec is None:
+            raise NotFound(f"no committed command has idempotency key {key!r}", key=key)
+        self._side.set_result(key, result_json)
+
+
+class KeyValue:
+    """A small cache other layers keep in the sidecar (e.g. block ids per blob id).
+
+    Its content must be derivable (it is kept, not recomputed, by :meth:`Workspace.rebuild`).
+    """
+
+    def __init__(self, side: Sidecar, before: Callable[[], object]) -> None:
+        self._side = side
+        self._before = before  # checks the calling thread
+
+    def get(self, namespace: str, key: str) -> str | None:
+        self._before()
+        return self._side.kv_get(namespace, key)
+
+    def put(self, namespace: str, key: str, value: str) -> None:
+        self._before()
+        self._side.kv_put(namespace, key, value)
+
+    def delete(self, namespace: str, key: str) -> None:
+        self._before()
+        self._side.kv_delete(namespace, key)

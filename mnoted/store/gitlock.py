@@ -1,0 +1,121 @@
+"""Git lock files taken in a way that proves, after a crash, which ones are ours.
+
+Git's lock protocol is ``O_EXCL`` creation of ``<file>.lock``. libgit2 creates such files
+itself, and a crash leaves one behind with nothing that says who made it, so a daemon could
+not tell its own stale lock from a live ``git`` process's lock. Here the store first writes
+an *ownership token* under ``.git/mnote/locks/`` and then takes the lock with ``link(token,
+<file>.lock)``, which is as atomic and exclusive as ``O_EXCL``. After a crash a lock that is
+the same inode as one of our tokens is ours and is removed; any other lock belongs to someone
+else and is only waited for (bounded), then reported with its path (:class:`LockBusy`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import time
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+
+from mnoted.errors import LockBusy, StorageError
+from mnoted.store.atomic import fsync_dir
+
+TOKEN_DIR = "mnote/locks"
+WAIT_SECONDS = 3.0
+
+
+def token_dir(gitdir: Path) -> Path:
+    """Where ownership tokens live (inside the git directory, same filesystem as the locks)."""
+    return gitdir / TOKEN_DIR
+
+
+@dataclass
+class HeldLock:
+    """A Git lock file this process created; :meth:`commit` renames it onto its target."""
+
+    target: Path
+    lock: Path
+    token: Path
+
+    def commit(self) -> None:
+        """Publish the lock file's bytes as the target (Git's ``commit_lock_file``)."""
+        os.rename(self.lock, self.target)
+        fsync_dir(self.target.parent)
+        self._drop_token()
+
+    def release(self) -> None:
+        """Give the lock up without changing the target."""
+        with contextlib.suppress(FileNotFoundError):
+            if os.path.samefile(self.lock, self.token):
+                os.unlink(self.lock)
+        self._drop_token()
+
+    def _drop_token(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.token)
+
+
+def acquire(
+    gitdir: Path, target: Path, content: bytes = b"", *, wait: float = WAIT_SECONDS
+) -> HeldLock:
+    """Take ``<target>.lock`` holding ``content`` (fsynced), retrying up to ``wait`` seconds."""
+    tokens = token_dir(gitdir)
+    tokens.mkdir(parents=True, exist_ok=True)
+    rel = target.relative_to(gitdir).as_posix()
+    token = tokens / f"{urllib.parse.quote(rel, safe='')}.{os.getpid()}.{secrets.token_hex(6)}"
+    fd = os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        os.write(fd, content)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    lock = target.with_name(target.name + ".lock")
+    deadline = time.monotonic() + wait
+    delay = 0.002
+    while True:
+        try:
+            os.link(token, lock)
+            return HeldLock(target, lock, token)
+        except FileExistsError:
+            if time.monotonic() >= deadline:
+                os.unlink(token)
+                raise LockBusy(
+                    f"{lock} is held by another program",
+                    hint=(
+                        "Wait for the running git command to finish. If no git process is "
+                        f"running, the lock is stale: remove {lock} and try again."
+                    ),
+                    path=str(lock),
+                ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+        except OSError as exc:
+            os.unlink(token)
+            raise StorageError(f"cannot take lock {lock}: {exc.strerror}", path=str(lock)) from exc
+
+
+def recover(gitdir: Path) -> list[Path]:
+    """Remove lock files our earlier (dead) process left; return what was removed.
+
+    Only call while holding the workspace's process lock: then no live mnoted owns a token.
+    """
+    removed: list[Path] = []
+    tokens = token_dir(gitdir)
+    if not tokens.is_dir():
+        return removed
+    for token in tokens.iterdir():
+        lock = gitdir / (_target_of(token) + ".lock")
+        with contextlib.suppress(FileNotFoundError):
+            if os.path.samefile(lock, token):
+                os.unlink(lock)
+                removed.append(lock)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(token)
+    return removed
+
+
+def _target_of(token: Path) -> str:
+    quoted, _pid, _nonce = token.name.rsplit(".", 2)
+    return urllib.parse.unquote(quoted)

@@ -1,0 +1,161 @@
+"""Replay commits into the sidecar: document ids, revisions, history, commands, idempotency.
+
+The registry is a pure function of the branch's first-parent history: each commit is
+diffed against its first parent with rename detection (:mod:`mnoted.store.treediff`), a
+document keeps its id across a rename, a frontmatter ``id`` pins one, and a new document's
+id is derived from the commit and path that created it. The same code runs after every
+commit the store makes, when HEAD was moved by someone else, and in a full rebuild, so a
+rebuilt sidecar equals the incremental one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import pygit2
+
+from mnoted.core.frontmatter import document_id
+from mnoted.store import message, treediff
+from mnoted.store.model import CommandRecord
+from mnoted.store.sidecar import Sidecar
+
+COMMITTER_EMAIL = "mnoted@mnote.local"
+DOCUMENT_SUFFIXES = (".md", ".markdown")
+
+
+def is_document(path: str) -> bool:
+    """Whether ``path`` names a Markdown document (which gets a documentId)."""
+    return path.lower().endswith(DOCUMENT_SUFFIXES)
+
+
+def generated_id(commit: str, path: str) -> str:
+    """The id of a document first seen at ``path`` in ``commit`` that pins none itself."""
+    return "doc_" + hashlib.sha256(f"{commit}\0{path}".encode()).hexdigest()[:20]
+
+
+def pinned_id(data: bytes) -> str | None:
+    """The frontmatter ``id`` of a document's bytes, if it pins one."""
+    if not data.startswith(b"---"):
+        return None
+    try:
+        return document_id(data)
+    except Exception:  # a malformed page must never break indexing
+        return None
+
+
+def replay(
+    repo: pygit2.Repository,
+    side: Sidecar,
+    commit: pygit2.Commit,
+    kept_results: dict[str, tuple[str, str]] | None = None,
+    *,
+    mark_pending: bool = False,
+) -> list[str]:
+    """Record one commit (diffed against its first parent); return the paths it changed."""
+    cid = str(commit.id)
+    parent = commit.parents[0].tree if commit.parents else None
+    changed: list[str] = []
+    for delta in treediff.diff(repo, parent, commit.tree):
+        if delta.status == "D":
+            assert delta.old_path is not None
+            row = side.file(delta.old_path)
+            side.drop_file(delta.old_path)
+            side.add_change(cid, row[2] if row else None, delta.old_path, None, "D")
+            changed.append(delta.old_path)
+            continue
+        assert delta.new_path is not None and delta.new_id is not None
+        if delta.status == "R":
+            assert delta.old_path is not None
+            row = side.file(delta.old_path)
+            side.drop_file(delta.old_path)
+            changed.append(delta.old_path)
+        else:
+            row = side.file(delta.new_path)
+        carried = row[2] if row else None
+        doc: str | None = None
+        if is_document(delta.new_path):
+            blob = repo[delta.new_id]
+            assert isinstance(blob, pygit2.Blob)
+            doc = pinned_id(blob.data) or carried or generated_id(cid, delta.new_path)
+        side.put_file(delta.new_path, delta.new_id, cid, doc)
+        old_path = delta.old_path if delta.status == "R" else None
+        side.add_change(cid, doc, delta.new_path, old_path, delta.status)
+        changed.append(delta.new_path)
+    _record_command(side, commit, kept_results or {})
+    if mark_pending and commit.committer.email == COMMITTER_EMAIL:
+        side.mark_index_pending(changed)
+    return changed
+
+
+def _record_command(side: Sidecar, commit: pygit2.Commit, kept: dict[str, tuple[str, str]]) -> None:
+    trailers = message.parse_trailers(commit.message)
+    command_id = trailers.get(message.COMMAND_ID)
+    if not command_id:
+        return
+    cid = str(commit.id)
+    key = trailers.get(message.IDEMPOTENCY_KEY)
+    side.add_command(
+        CommandRecord(
+            commit=cid,
+            command_id=command_id,
+            subject=commit.message.split("\n", 1)[0],
+            actor=trailers.get(message.ACTOR),
+            trace_id=trailers.get(message.TRACE_ID),
+            idempotency_key=key,
+            time=commit.commit_time,
+            trailers=trailers,
+        )
+    )
+    if key:
+        result = kept.get(key)
+        side.put_idempotency(
+            key,
+            trailers.get(message.REQUEST_HASH),
+            cid,
+            command_id,
+            result[1] if result is not None and result[0] == cid else None,
+        )
+
+
+def advance(repo: pygit2.Repository, side: Sidecar, head: str | None, branch: str) -> bool:
+    """Bring the sidecar from its indexed commit to ``head``; return True if it rebuilt.
+
+    When the indexed commit is a first-parent ancestor of ``head`` only the new commits are
+    replayed (and our own commits' paths are marked for the Git index refresh); otherwise
+    (history rewritten, another branch checked out, fresh sidecar) everything is rebuilt.
+    """
+    old = side.get_meta("indexed_head")  # "" = indexed an unborn branch; None = nothing
+    if old == (head or "") and side.get_meta("branch") == branch:
+        return False
+    chain: list[pygit2.Oid] = []
+    found = old == ""
+    if head is not None:
+        current: pygit2.Commit | None = repo[head]  # type: ignore[assignment]
+        while current is not None:
+            if str(current.id) == old:
+                found = True
+                break
+            chain.append(current.id)
+            current = current.parents[0] if current.parents else None
+    side.begin()
+    try:
+        kept: dict[str, tuple[str, str]] = {}
+        if not found:
+            kept = side.clear_derived()
+        for oid in reversed(chain):
+            commit = repo[oid]
+            assert isinstance(commit, pygit2.Commit)
+            replay(repo, side, commit, kept, mark_pending=found)
+        side.set_meta("indexed_head", head or "")
+        side.set_meta("branch", branch)
+        side.commit()
+    except BaseException:
+        side.rollback()
+        raise
+    return not found
+
+
+def rebuild(repo: pygit2.Repository, side: Sidecar, head: str | None, branch: str) -> None:
+    """Recompute every history-derived table from the branch's first-parent history."""
+    side.set_meta("indexed_head", None)
+    advance(repo, side, head, branch)

@@ -1,0 +1,74 @@
+"""Commit messages: a readable subject, then Git trailers that tools can parse.
+
+``git log --format='%(trailers:key=Mnote-Trace-Id,valueonly)'`` and ``git interpret-trailers
+--parse`` read them; :func:`parse_trailers` reads them back the same way when the sidecar is
+rebuilt from history.
+"""
+
+from __future__ import annotations
+
+import re
+
+from mnoted.store.model import CommandMeta
+
+COMMAND_ID = "Mnote-Command-Id"
+TRACE_ID = "Mnote-Trace-Id"
+TOOL = "Mnote-Tool"
+TOOL_CALL_ID = "Mnote-Tool-Call-Id"
+RUN_ID = "Mnote-Run-Id"
+SESSION_ID = "Mnote-Session-Id"
+ACTOR = "Mnote-Actor"
+IDEMPOTENCY_KEY = "Mnote-Idempotency-Key"
+REQUEST_HASH = "Mnote-Request-Hash"
+
+_TRAILER = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*): ?(.*)$")
+_MAX_SUBJECT_PATHS = 3
+
+
+def _clean(value: str) -> str:
+    return " ".join(value.split())
+
+
+def subject(command: str, paths: list[str]) -> str:
+    """``page.body.save: notes/plan.md`` (several paths are listed, long lists shortened)."""
+    shown = ", ".join(paths[:_MAX_SUBJECT_PATHS])
+    more = len(paths) - _MAX_SUBJECT_PATHS
+    if more > 0:
+        shown += f" (+{more} more)"
+    return _clean(f"{command}: {shown}" if shown else command)
+
+
+def trailers_of(meta: CommandMeta) -> list[tuple[str, str]]:
+    """The trailers for ``meta``, in a fixed order, leaving out absent values."""
+    pairs = [
+        (COMMAND_ID, meta.command_id),
+        (TRACE_ID, meta.trace_id),
+        (TOOL, meta.tool),
+        (TOOL_CALL_ID, meta.tool_call_id),
+        (RUN_ID, meta.run_id),
+        (SESSION_ID, meta.session_id),
+        (ACTOR, meta.actor),
+        (IDEMPOTENCY_KEY, meta.idempotency_key),
+        (REQUEST_HASH, meta.request_hash),
+    ]
+    return [(k, _clean(v)) for k, v in pairs if v and _clean(v)]
+
+
+def format_message(meta: CommandMeta, paths: list[str]) -> str:
+    """The full commit message: subject, blank line, trailer block, final newline."""
+    trailers = "\n".join(f"{k}: {v}" for k, v in trailers_of(meta))
+    return f"{subject(meta.command, paths)}\n\n{trailers}\n"
+
+
+def parse_trailers(message: str) -> dict[str, str]:
+    """The trailers of the message's last paragraph (empty if it is not a trailer block)."""
+    paragraphs = [p for p in message.strip().split("\n\n") if p.strip()]
+    if len(paragraphs) < 2:
+        return {}
+    out: dict[str, str] = {}
+    for line in paragraphs[-1].splitlines():
+        m = _TRAILER.match(line)
+        if m is None:
+            return {}
+        out.setdefault(m.group(1), m.group(2).strip())
+    return out

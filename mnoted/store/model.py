@@ -1,0 +1,139 @@
+"""The values the store takes and returns: changes, command metadata, results, records."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field, replace
+
+
+@dataclass(frozen=True)
+class Write:
+    """Put ``data`` at ``path``. ``base_blob``, when given, must be the committed blob there
+    (after pending external edits are committed), or the write is a :class:`Conflict`."""
+
+    path: str
+    data: bytes
+    base_blob: str | None = None
+
+
+@dataclass(frozen=True)
+class Delete:
+    """Remove ``path`` (which must exist in HEAD)."""
+
+    path: str
+    base_blob: str | None = None
+
+
+@dataclass(frozen=True)
+class Move:
+    """Rename ``old`` to ``new``, optionally with new content ``data``."""
+
+    old: str
+    new: str
+    data: bytes | None = None
+    base_blob: str | None = None
+
+
+Change = Write | Delete | Move
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A Git author or committer."""
+
+    name: str
+    email: str
+
+
+def new_command_id(command: str) -> str:
+    """A unique, time-ordered command id such as ``page_body_save_01J9...``."""
+    stem = "".join(c if c.isalnum() else "_" for c in command).strip("_") or "command"
+    return f"{stem}_{time.time_ns():x}{secrets.token_hex(5)}"
+
+
+@dataclass(frozen=True)
+class CommandMeta:
+    """Who asked for a command and why; it becomes the commit's author, subject and trailers.
+
+    ``command`` is the subject verb (``page.body.save``); ``request_hash`` fingerprints the
+    request for idempotency. ``author`` overrides the identity derived from ``actor``.
+    """
+
+    command: str
+    actor: str
+    command_id: str = ""
+    trace_id: str | None = None
+    tool: str | None = None
+    tool_call_id: str | None = None
+    run_id: str | None = None
+    session_id: str | None = None
+    idempotency_key: str | None = None
+    request_hash: str | None = None
+    author: Identity | None = None
+
+    def with_command_id(self) -> CommandMeta:
+        """This metadata with a generated ``command_id`` if it had none."""
+        if self.command_id:
+            return self
+        return replace(self, command_id=new_command_id(self.command))
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What an applied command produced: its commit (the new workspace revision) and paths."""
+
+    commit: str
+    command_id: str
+    parent: str | None
+    paths: tuple[str, ...]
+    replayed: bool = False
+    external_commit: str | None = None
+    """The commit of pending external edits made just before this one, if any."""
+
+
+@dataclass(frozen=True)
+class DocRef:
+    """A document's stable id and its current path."""
+
+    document_id: str
+    path: str
+
+
+@dataclass(frozen=True)
+class CommandRecord:
+    """One commit made by mnoted, as found by its trailers."""
+
+    commit: str
+    command_id: str
+    subject: str
+    actor: str | None
+    trace_id: str | None
+    idempotency_key: str | None
+    time: int
+    trailers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One commit that changed a document, and the path it had then."""
+
+    commit: str
+    path: str
+    old_path: str | None
+    status: str
+    command_id: str | None
+    actor: str | None
+    subject: str
+    time: int
+
+
+@dataclass(frozen=True)
+class IdempotencyRecord:
+    """A stored idempotent command: its request fingerprint, commit and (if kept) result."""
+
+    key: str
+    request_hash: str | None
+    commit: str
+    command_id: str
+    result_json: str | None

@@ -1,0 +1,103 @@
+"""Path safety: every workspace path is checked by its components, never by string prefix.
+
+A string-prefix containment check let ``/allowed_evil`` through in a well-known MCP server
+(CVE-2025-53110) and a symlink inside the allowed folder escaped it (CVE-2025-53109). Here a
+path is first normalised as text (no ``..``, no absolute path, no ``.git``/``.mnote``
+internals), then walked on disk one component at a time with ``lstat`` so that no symbolic
+link is ever followed. Git itself refuses to track paths beyond a symlink, so refusing every
+symlink keeps the work tree and the tree objects describing the same files.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from mnoted.errors import PathRejected
+
+TEMP_PREFIX = ".mnote-tmp-"
+"""Names of the store's temporary files start with this; watchers and Git ignore them."""
+
+_RESERVED_TOP = (".mnote",)
+COMMITTED_INTERNAL = (".mnote/config.toml",)
+"""Files under ``.mnote/`` that are part of the notes' history (edited by people, not tools)."""
+_RESERVED_ANYWHERE = (".git",)
+
+
+def normalize(path: str, *, config_ok: bool = False) -> str:
+    """The canonical relative POSIX form of ``path``, or :class:`PathRejected`.
+
+    ``.`` and empty components are dropped; ``..``, absolute paths, backslashes, NUL,
+    ``.git`` anywhere, ``.mnote`` at the top and the store's temporary names are refused.
+    With ``config_ok`` the committed files in :data:`COMMITTED_INTERNAL` are allowed.
+    """
+    if not isinstance(path, str) or not path:
+        raise PathRejected("empty path", path=str(path))
+    if "\x00" in path or "\\" in path:
+        raise PathRejected(f"path {path!r} contains a NUL byte or a backslash", path=path)
+    if path.startswith("/"):
+        raise PathRejected(f"path {path!r} is absolute", path=path)
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    if not parts:
+        raise PathRejected(f"path {path!r} names the workspace root", path=path)
+    if config_ok and "/".join(parts) in COMMITTED_INTERNAL:
+        return "/".join(parts)
+    for i, part in enumerate(parts):
+        low = part.lower()
+        if part == "..":
+            raise PathRejected(f"path {path!r} climbs out with '..'", path=path)
+        if low in _RESERVED_ANYWHERE or (i == 0 and low in _RESERVED_TOP):
+            raise PathRejected(f"path {path!r} is inside {part}/ (internal)", path=path)
+        if part.startswith(TEMP_PREFIX):
+            raise PathRejected(f"path {path!r} is a mnoted temporary file name", path=path)
+    return "/".join(parts)
+
+
+def resolve(root: Path, path: str, *, config_ok: bool = False) -> Path:
+    """The on-disk location of workspace path ``path`` under ``root`` (an absolute real path).
+
+    Walks the existing prefix component by component with ``lstat``: a symlink anywhere,
+    or a non-directory where a directory is needed, is refused. Missing trailing components
+    are fine (the caller may create them). The final component, if it exists, must be a
+    regular file with a single link (a hard link could alias a file outside).
+    """
+    rel = normalize(path, config_ok=config_ok)
+    parts = rel.split("/")
+    current = root
+    for i, part in enumerate(parts):
+        current = current / part
+        try:
+            st = os.lstat(current)
+        except FileNotFoundError:
+            return root.joinpath(*parts)
+        except OSError as exc:
+            raise PathRejected(
+                f"path {rel!r} cannot be inspected: {exc.strerror}", path=rel
+            ) from exc
+        last = i == len(parts) - 1
+        if stat.S_ISLNK(st.st_mode):
+            raise PathRejected(f"path {rel!r} passes through a symbolic link", path=rel)
+        if not last and not stat.S_ISDIR(st.st_mode):
+            raise PathRejected(
+                f"path {rel!r}: {'/'.join(parts[: i + 1])} is not a folder", path=rel
+            )
+        if last:
+            if stat.S_ISDIR(st.st_mode):
+                raise PathRejected(f"path {rel!r} is a folder, not a file", path=rel)
+            if not stat.S_ISREG(st.st_mode):
+                raise PathRejected(f"path {rel!r} is not a regular file", path=rel)
+            if st.st_nlink > 1:
+                raise PathRejected(
+                    f"path {rel!r} is a hard link (it may alias a file outside)", path=rel
+                )
+    return current
+
+
+def is_internal(path: str) -> bool:
+    """Whether a (watcher-reported) relative path is one mnoted never commits."""
+    try:
+        normalize(path, config_ok=True)
+    except PathRejected:
+        return True
+    return False

@@ -1,0 +1,144 @@
+"""Turning a command's changes, or the disk's state, into the paths and bytes of one commit."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+from mnoted.errors import Conflict, InvalidArguments, NotFound, PathRejected, TooLarge
+from mnoted.store import trees
+from mnoted.store.config import WorkspaceConfig
+from mnoted.store.model import Change, Delete, Move, Write
+from mnoted.store.paths import normalize, resolve
+from mnoted.store.worktree import read_file
+
+
+@dataclass(frozen=True)
+class Target:
+    """One path of a planned commit: new bytes (None = delete) and Git file mode."""
+
+    path: str
+    data: bytes | None
+    mode: int
+
+
+def validate(root: Path, config: WorkspaceConfig, changes: Sequence[Change]) -> list[str]:
+    """The normalised paths a command touches; refuses unsafe, duplicate or too large."""
+    touched: list[str] = []
+    for change in changes:
+        if (
+            isinstance(change, Write | Move)
+            and change.data is not None
+            and (len(change.data) > config.max_file_bytes)
+        ):
+            raise TooLarge(
+                f"{len(change.data)} bytes is over this workspace's limit of "
+                f"{config.max_file_bytes} bytes per file",
+            )
+        paths = [change.old, change.new] if isinstance(change, Move) else [change.path]
+        for raw in paths:
+            rel = normalize(raw)
+            resolve(root, rel)
+            if rel in touched:
+                raise InvalidArguments(f"{rel} appears twice in one command", path=rel)
+            touched.append(rel)
+    return touched
+
+
+def plan(
+    repo: pygit2.Repository, tree: pygit2.Tree | None, changes: Sequence[Change]
+) -> list[Target]:
+    """The paths and bytes of a command on ``tree`` (HEAD), checking each ``base_blob``."""
+    out: list[Target] = []
+    for change in changes:
+        if isinstance(change, Write):
+            rel = normalize(change.path)
+            entry = trees.entry_at(repo, tree, rel)
+            check_base(rel, entry, change.base_blob)
+            mode = entry[1] if entry is not None else trees.FILE
+            out.append(Target(rel, change.data, mode))
+        elif isinstance(change, Delete):
+            rel = normalize(change.path)
+            entry = trees.entry_at(repo, tree, rel)
+            if entry is None:
+                raise NotFound(f"{rel} is not in the workspace", path=rel)
+            check_base(rel, entry, change.base_blob)
+            out.append(Target(rel, None, entry[1]))
+        else:
+            old, new = normalize(change.old), normalize(change.new)
+            entry = trees.entry_at(repo, tree, old)
+            if entry is None:
+                raise NotFound(f"{old} is not in the workspace", path=old)
+            check_base(old, entry, change.base_blob)
+            if trees.entry_at(repo, tree, new) is not None:
+                raise Conflict(
+                    f"cannot move {old} to {new}: {new} exists",
+                    path=new,
+                    hint="Choose another name or delete the existing page.",
+                )
+            data = change.data
+            if data is None:
+                blob = repo[entry[0]]
+                assert isinstance(blob, pygit2.Blob)
+                data = bytes(blob.data)
+            out.append(Target(old, None, entry[1]))
+            out.append(Target(new, data, entry[1]))
+    return out
+
+
+def disk_changes(
+    repo: pygit2.Repository,
+    root: Path,
+    config: WorkspaceConfig,
+    tree: pygit2.Tree | None,
+    paths: Iterable[str],
+) -> list[Target]:
+    """What is on disk at ``paths`` where it differs from ``tree``; unsafe paths skipped."""
+    out: list[Target] = []
+    seen: set[str] = set()
+    for raw in paths:
+        try:
+            rel = normalize(raw, config_ok=True)
+            location = resolve(root, rel, config_ok=True)
+        except PathRejected:
+            continue
+        if rel in seen:
+            continue
+        seen.add(rel)
+        entry = trees.entry_at(repo, tree, rel)
+        if entry is None and (config.is_ignored(rel) or repo.path_is_ignored(rel)):
+            continue
+        state = read_file(location)
+        if state is None:
+            if entry is not None:
+                out.append(Target(rel, None, entry[1]))
+            continue
+        data, mode = state
+        if entry is None and len(data) > config.max_file_bytes:
+            continue
+        if entry is not None and entry[0] == str(pygit2.hash(data)) and entry[1] == mode:
+            continue
+        out.append(Target(rel, data, mode))
+    return out
+
+
+def subject_path(change: Change) -> str:
+    if isinstance(change, Move):
+        return f"{normalize(change.old)} -> {normalize(change.new)}"
+    return normalize(change.path)
+
+
+def check_base(path: str, entry: tuple[str, int] | None, base_blob: str | None) -> None:
+    if base_blob is None:
+        return
+    current = entry[0] if entry is not None else None
+    if current != base_blob:
+        raise Conflict(
+            f"{path} changed since it was read (base {base_blob[:12]}, now "
+            f"{current[:12] if current else 'absent'})",
+            path=path,
+            current=current,
+        )

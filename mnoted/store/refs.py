@@ -1,0 +1,103 @@
+"""The current branch and a compare-and-swap update of its ref, in Git's own file format.
+
+pygit2 has no compare-and-swap ref update. The store locks ``refs/heads/<branch>.lock``
+(with an ownership token, see :mod:`mnoted.store.gitlock`), re-reads the ref under the lock,
+and renames the lock onto the ref only if the ref still names the expected parent. A branch
+is therefore never moved backwards or sideways over a commit someone else made meanwhile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from pathlib import Path
+
+from mnoted.errors import WorkspaceInvalid
+from mnoted.store import gitlock
+
+ZERO = "0" * 40
+
+
+class HeadMoved(Exception):
+    """The branch no longer names the commit a new commit was built on (internal)."""
+
+    def __init__(self, current: str | None) -> None:
+        super().__init__(current)
+        self.current = current
+
+
+def current_branch(gitdir: Path) -> str:
+    """``refs/heads/<name>`` that HEAD points at; a detached HEAD is refused."""
+    try:
+        head = (gitdir / "HEAD").read_text("utf-8").strip()
+    except OSError as exc:
+        raise WorkspaceInvalid(f"cannot read {gitdir / 'HEAD'}: {exc.strerror}") from exc
+    if not head.startswith("ref: refs/heads/"):
+        raise WorkspaceInvalid(
+            "HEAD is detached: mnoted commits only on a branch",
+            hint="Check out a branch (for example `git switch main`) and try again.",
+        )
+    return head[5:]
+
+
+def read_ref(gitdir: Path, refname: str) -> str | None:
+    """The commit id ``refname`` names (loose file first, then packed-refs), or None."""
+    try:
+        value = (gitdir / refname).read_text("ascii").strip()
+        if len(value) == 40:
+            return value
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        pass
+    try:
+        packed = (gitdir / "packed-refs").read_text("utf-8")
+    except FileNotFoundError:
+        return None
+    for line in packed.splitlines():
+        if line.endswith(" " + refname) and not line.startswith(("#", "^")):
+            return line.split(" ", 1)[0]
+    return None
+
+
+def update_branch(
+    gitdir: Path,
+    refname: str,
+    old: str | None,
+    new: str,
+    *,
+    ident: str,
+    message: str,
+    wait: float = gitlock.WAIT_SECONDS,
+) -> None:
+    """Move ``refname`` from ``old`` to ``new`` or raise :class:`HeadMoved`; log it."""
+    target = gitdir / refname
+    target.parent.mkdir(parents=True, exist_ok=True)
+    held = gitlock.acquire(gitdir, target, (new + "\n").encode("ascii"), wait=wait)
+    try:
+        current = read_ref(gitdir, refname)
+        if current != old:
+            raise HeadMoved(current)
+        _append_reflog(gitdir, refname, old, new, ident, message)
+        held.commit()
+    except BaseException:
+        held.release()
+        raise
+
+
+def _append_reflog(  # best effort, not synced: the reflog is a convenience, not a record
+    gitdir: Path, refname: str, old: str | None, new: str, ident: str, message: str
+) -> None:
+    offset = -time.timezone if time.localtime().tm_isdst <= 0 else -time.altzone
+    sign = "+" if offset >= 0 else "-"
+    tz = f"{sign}{abs(offset) // 3600:02d}{abs(offset) % 3600 // 60:02d}"
+    subject = message.split("\n", 1)[0]
+    line = f"{old or ZERO} {new} {ident} {int(time.time())} {tz}\tcommit: {subject}\n"
+    for name in (refname, "HEAD"):
+        log = gitdir / "logs" / name
+        with contextlib.suppress(OSError):
+            log.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line.encode("utf-8"))
+            finally:
+                os.close(fd)

@@ -1,0 +1,294 @@
+"""The sidecar database in ``.mnote/state/``: everything here can be rebuilt from Git.
+
+SQLite (stdlib) in WAL mode holds the path → (blob, revision, documentId) registry, the
+per-document change log used by history queries, the commands found by their trailers, the
+idempotency records, the paths whose Git index entry still has to be refreshed, and a small
+key-value table other layers use as a cache (for example block ids per blob id). Losing the
+file loses nothing that :meth:`Workspace.rebuild` cannot recompute, except cached command
+results (their commits remain, see ``docs/store.md``).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+
+from mnoted.store.model import CommandRecord, HistoryEntry, IdempotencyRecord
+
+SCHEMA_VERSION = "1"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS files (
+    path TEXT PRIMARY KEY, blob TEXT NOT NULL, revision TEXT NOT NULL, doc_id TEXT);
+CREATE INDEX IF NOT EXISTS files_doc ON files (doc_id);
+CREATE TABLE IF NOT EXISTS changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, commit_id TEXT NOT NULL, doc_id TEXT,
+    path TEXT NOT NULL, old_path TEXT, status TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS changes_doc ON changes (doc_id, seq);
+CREATE INDEX IF NOT EXISTS changes_path ON changes (path, seq);
+CREATE TABLE IF NOT EXISTS commands (
+    commit_id TEXT PRIMARY KEY, command_id TEXT NOT NULL, subject TEXT NOT NULL,
+    actor TEXT, trace_id TEXT, idem_key TEXT, time INTEGER NOT NULL, trailers TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS commands_id ON commands (command_id);
+CREATE INDEX IF NOT EXISTS commands_trace ON commands (trace_id);
+CREATE INDEX IF NOT EXISTS commands_idem ON commands (idem_key);
+CREATE TABLE IF NOT EXISTS idempotency (
+    key TEXT PRIMARY KEY, request_hash TEXT, commit_id TEXT NOT NULL,
+    command_id TEXT NOT NULL, result_json TEXT);
+CREATE TABLE IF NOT EXISTS index_pending (path TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS kv (
+    namespace TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+    PRIMARY KEY (namespace, key));
+"""
+
+_DERIVED_TABLES = ("files", "changes", "commands", "idempotency", "index_pending")
+
+
+class Sidecar:
+    """One connection to the sidecar database; owned by the workspace's thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.conn = self._connect(path)
+
+    @staticmethod
+    def _connect(path: Path) -> sqlite3.Connection:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=True)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.executescript(_SCHEMA)
+        return conn
+
+    @classmethod
+    def open(cls, path: Path) -> Sidecar:
+        """Open the database, recreating it empty if it is unreadable or of another schema.
+
+        An empty database has no ``indexed_head``, so the first catch-up rebuilds it.
+        """
+        try:
+            side = cls(path)
+            version = side.get_meta("schema")
+            if version == SCHEMA_VERSION:
+                return side
+            if version is None and side.get_meta("indexed_head") is None:
+                side.set_meta("schema", SCHEMA_VERSION)
+                return side
+            side.close()
+        except sqlite3.DatabaseError:
+            pass
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(path) + suffix).unlink(missing_ok=True)
+        side = cls(path)
+        side.set_meta("schema", SCHEMA_VERSION)
+        return side
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def begin(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def commit(self) -> None:
+        self.conn.execute("COMMIT")
+
+    def rollback(self) -> None:
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
+
+    # meta -----------------------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        if value is None:
+            self.conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+        else:
+            self.conn.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+    def clear_derived(self) -> dict[str, tuple[str, str]]:
+        """Empty the history-derived tables; return kept results ``key -> (commit, json)``."""
+        kept = {
+            str(k): (str(c), str(r))
+            for k, c, r in self.conn.execute(
+                "SELECT key, commit_id, result_json FROM idempotency WHERE result_json IS NOT NULL"
+            )
+        }
+        for table in _DERIVED_TABLES:
+            self.conn.execute(f"DELETE FROM {table}")  # fixed table names, no user input
+        return kept
+
+    # files ----------------------------------------------------------------------------------
+    def file(self, path: str) -> tuple[str, str, str | None] | None:
+        """``(blob, revision, doc_id)`` of a tracked path."""
+        row = self.conn.execute(
+            "SELECT blob, revision, doc_id FROM files WHERE path = ?", (path,)
+        ).fetchone()
+        return None if row is None else (row[0], row[1], row[2])
+
+    def path_of_doc(self, doc_id: str) -> str | None:
+        row = self.conn.execute(
+            "SELECT path FROM files WHERE doc_id = ? ORDER BY path LIMIT 1", (doc_id,)
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def put_file(self, path: str, blob: str, revision: str, doc_id: str | None) -> None:
+        self.conn.execute(
+            "INSERT INTO files (path, blob, revision, doc_id) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (path) DO UPDATE SET blob = excluded.blob, "
+            "revision = excluded.revision, doc_id = excluded.doc_id",
+            (path, blob, revision, doc_id),
+        )
+
+    def drop_file(self, path: str) -> None:
+        self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
+
+    def documents(self) -> list[tuple[str, str]]:
+        """``(doc_id, path)`` of every tracked document, by path."""
+        return [
+            (str(d), str(p))
+            for p, d in self.conn.execute(
+                "SELECT path, doc_id FROM files WHERE doc_id IS NOT NULL ORDER BY path"
+            )
+        ]
+
+    # history --------------------------------------------------------------------------------
+    def add_change(
+        self, commit: str, doc_id: str | None, path: str, old_path: str | None, status: str
+    ) -> None:
+        self.conn.execute(
+            "INSERT INTO changes (commit_id, doc_id, path, old_path, status) VALUES (?,?,?,?,?)",
+            (commit, doc_id, path, old_path, status),
+        )
+
+    def history(self, doc_id: str | None, path: str, limit: int) -> list[HistoryEntry]:
+        where, arg = ("c.doc_id = ?", doc_id) if doc_id else ("c.path = ?", path)
+        rows = self.conn.execute(
+            "SELECT c.commit_id, c.path, c.old_path, c.status, m.command_id, m.actor, m.subject,"
+            f" m.time FROM changes c LEFT JOIN commands m ON m.commit_id = c.commit_id"
+            f" WHERE {where} ORDER BY c.seq DESC LIMIT ?",
+            (arg, limit),
+        )
+        return [
+            HistoryEntry(
+                commit=r[0],
+                path=r[1],
+                old_path=r[2],
+                status=r[3],
+                command_id=r[4],
+                actor=r[5],
+                subject=r[6] or "",
+                time=int(r[7] or 0),
+            )
+            for r in rows
+        ]
+
+    def paths_of_commit(self, commit: str) -> list[str]:
+        return [
+            str(r[0])
+            for r in self.conn.execute(
+                "SELECT path FROM changes WHERE commit_id = ? ORDER BY seq", (commit,)
+            )
+        ]
+
+    def add_command(self, rec: CommandRecord) -> None:
+        self.conn.execute(
+            "INSERT OR REPLACE INTO commands (commit_id, command_id, subject, actor, trace_id,"
+            " idem_key, time, trailers) VALUES (?,?,?,?,?,?,?,?)",
+            (
+                rec.commit,
+                rec.command_id,
+                rec.subject,
+                rec.actor,
+                rec.trace_id,
+                rec.idempotency_key,
+                rec.time,
+                json.dumps(rec.trailers, sort_keys=True),
+            ),
+        )
+
+    def find_commands(self, column: str, value: str) -> list[CommandRecord]:
+        assert column in ("command_id", "trace_id", "idem_key", "commit_id")
+        rows = self.conn.execute(
+            "SELECT commit_id, command_id, subject, actor, trace_id, idem_key, time, trailers"
+            f" FROM commands WHERE {column} = ? ORDER BY time, rowid",
+            (value,),
+        )
+        return [
+            CommandRecord(
+                commit=r[0],
+                command_id=r[1],
+                subject=r[2],
+                actor=r[3],
+                trace_id=r[4],
+                idempotency_key=r[5],
+                time=int(r[6]),
+                trailers=json.loads(r[7]),
+            )
+            for r in rows
+        ]
+
+    # idempotency ----------------------------------------------------------------------------
+    def idempotency(self, key: str) -> IdempotencyRecord | None:
+        row = self.conn.execute(
+            "SELECT key, request_hash, commit_id, command_id, result_json FROM idempotency"
+            " WHERE key = ?",
+            (key,),
+        ).fetchone()
+        return None if row is None else IdempotencyRecord(*row)
+
+    def put_idempotency(
+        self,
+        key: str,
+        request_hash: str | None,
+        commit: str,
+        command_id: str,
+        result_json: str | None,
+    ) -> None:
+        self.conn.execute(
+            "INSERT INTO idempotency (key, request_hash, commit_id, command_id, result_json)"
+            " VALUES (?,?,?,?,?) ON CONFLICT (key) DO NOTHING",
+            (key, request_hash, commit, command_id, result_json),
+        )
+
+    def set_result(self, key: str, result_json: str) -> bool:
+        cur = self.conn.execute(
+            "UPDATE idempotency SET result_json = ? WHERE key = ?", (result_json, key)
+        )
+        return cur.rowcount > 0
+
+    # index ----------------------------------------------------------------------------------
+    def mark_index_pending(self, paths: Iterable[str]) -> None:
+        self.conn.executemany(
+            "INSERT OR IGNORE INTO index_pending (path) VALUES (?)", [(p,) for p in paths]
+        )
+
+    def index_pending(self) -> list[str]:
+        return [str(r[0]) for r in self.conn.execute("SELECT path FROM index_pending")]
+
+    def clear_index_pending(self, paths: Iterable[str]) -> None:
+        self.conn.executemany("DELETE FROM index_pending WHERE path = ?", [(p,) for p in paths])
+
+    # kv -------------------------------------------------------------------------------------
+    def kv_get(self, namespace: str, key: str) -> str | None:
+        row = self.conn.execute(
+            "SELECT value FROM kv WHERE namespace = ? AND key = ?", (namespace, key)
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def kv_put(self, namespace: str, key: str, value: str) -> None:
+        self.conn.execute(
+            "INSERT INTO kv (namespace, key, value) VALUES (?,?,?) "
+            "ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value",
+            (namespace, key, value),
+        )
+
+    def kv_delete(self, namespace: str, key: str) -> None:
+        self.conn.execute("DELETE FROM kv WHERE namespace = ? AND key = ?", (namespace, key))

@@ -1,0 +1,584 @@
+"""The workspace: a folder of notes that is a Git repository, and its one writer.
+
+Threading rule: a :class:`Workspace` (its pygit2 Repository and its SQLite connection) belongs
+to the thread that opened it; every method except :meth:`Workspace.maintenance` must be
+called from that thread (the daemon's writer thread), and a call from another thread raises
+:class:`InternalError`. :meth:`Workspace.maintenance` opens its own Repository and may run on
+any thread. Only one process serves a workspace at a time (an ``flock`` on
+``.mnote/state/daemon.lock``).
+
+A command goes: commit pending external edits of its paths → write blobs, trees (only along
+the changed paths) and the commit object → journal → compare-and-swap the branch → write the
+files atomically → record it in the sidecar → drop the journal. The Git index is refreshed
+for those paths when the daemon is idle (:meth:`Workspace.idle`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from types import TracebackType
+
+import pygit2
+
+from mnoted.errors import (
+    Conflict,
+    InternalError,
+    InvalidArguments,
+    LockBusy,
+    NotFound,
+    PathRejected,
+    StorageError,
+    WorkspaceInvalid,
+)
+from mnoted.store import faults, gitindex, gitlock, indexer, message, refs, trees
+from mnoted.store.atomic import make_dirs, remove_temp_files, write_atomic
+from mnoted.store.bootstrap import (
+    EXTERNAL_ACTOR,
+    check_repository,
+    identity_from_config,
+    take_process_lock,
+    unfinished_operation,
+)
+from mnoted.store.config import CONFIG_PATH, WorkspaceConfig, new_workspace_id, render
+from mnoted.store.facades import Idempotency, KeyValue
+from mnoted.store.journal import Entry, FileStep, Journal
+from mnoted.store.maintenance import PackReport, pack_loose_objects
+from mnoted.store.model import (
+    Change,
+    CommandMeta,
+    CommandRecord,
+    CommitResult,
+    DocRef,
+    HistoryEntry,
+    IdempotencyRecord,
+    Identity,
+)
+from mnoted.store.paths import is_internal, normalize, resolve
+from mnoted.store.planning import Target, disk_changes, plan, subject_path, validate
+from mnoted.store.sidecar import Sidecar
+from mnoted.store.template import merged_gitignore, template_files
+from mnoted.store.worktree import materialize, read_file
+
+STATE_DIR = ".mnote/state"
+SIDECAR_NAME = "state.sqlite3"
+PROCESS_LOCK = "daemon.lock"
+COMMITTER = Identity("mnoted", indexer.COMMITTER_EMAIL)
+_CAS_ATTEMPTS = 5
+
+
+class Workspace:
+    """An open workspace. Create with :meth:`init` or :meth:`open`; :meth:`close` when done."""
+
+    def __init__(
+        self,
+        root: Path,
+        repo: pygit2.Repository,
+        config: WorkspaceConfig,
+        side: Sidecar,
+        lock_fd: int,
+        external_identity: Identity | None,
+        lock_wait: float,
+    ) -> None:
+        self.root = root
+        self.gitdir = root / ".git"
+        self.state_dir = root / STATE_DIR
+        self.config = config
+        self.idempotency = Idempotency(side, self.refresh)
+        self.sidecar = KeyValue(side, self._check_thread)
+        self.last_write = time.monotonic()
+        self._repo = repo
+        self._side = side
+        self._lock_fd = lock_fd
+        self._lock_wait = lock_wait
+        self._journal = Journal(self.state_dir)
+        self._index = gitindex.GitIndex(self.gitdir)
+        self._owner = threading.get_ident()
+        self._external = external_identity
+        self._branch = refs.current_branch(self.gitdir)
+        self._head: str | None = refs.read_ref(self.gitdir, self._branch)
+        self._needs_recovery = False
+        self._closed = False
+
+    # opening ------------------------------------------------------------------------------
+    @classmethod
+    def init(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        external_identity: Identity | None = None,
+        lock_wait: float = gitlock.WAIT_SECONDS,
+    ) -> Workspace:
+        """Make ``path`` a workspace from the template, adopting an existing repository.
+
+        A new repository (branch ``main``), or one without commits, gets everything already
+        in the folder committed with the template; an existing one keeps its history and
+        only gains the template files it lacks (its ``.gitignore`` gets mnoted's lines
+        appended). Idempotent.
+        """
+        root = Path(path).expanduser()
+        root.mkdir(parents=True, exist_ok=True)
+        root = root.resolve()
+        if not (root / ".git").exists():
+            pygit2.init_repository(str(root), initial_head="main")
+        repo = check_repository(root)
+        unborn = repo.head_is_unborn
+        has_notes = any(p.suffix.lower() == ".md" for p in root.iterdir() if p.is_file())
+        del repo
+        written: list[str] = []
+        for rel, data in template_files().items():
+            target = root / rel
+            if rel == CONFIG_PATH:
+                if target.exists():
+                    WorkspaceConfig.load(root)
+                    continue
+                data = render(data.decode("utf-8"), new_workspace_id()).encode("utf-8")
+            elif rel == ".gitignore" and target.exists():
+                data = merged_gitignore(target.read_bytes(), data)
+                if data == target.read_bytes():
+                    continue
+            elif target.exists() or (rel.lower().endswith(".md") and (has_notes or not unborn)):
+                continue
+            if not rel.startswith(".mnote/"):
+                resolve(root, rel)  # refuses a planted symlink at a template path
+            make_dirs(root, target.parent)
+            write_atomic(target, data)
+            written.append(rel)
+        ws = cls.open(root, external_identity=external_identity, lock_wait=lock_wait)
+        try:
+            # a repository without commits starts with everything in the folder
+            paths = ws.scan_changes() if unborn else [*written, CONFIG_PATH, ".gitignore"]
+            ws.commit_external(paths, meta=CommandMeta("workspace.init", actor="mnoted"))
+            ws.idle()
+        except BaseException:
+            ws.close()
+            raise
+        return ws
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        external_identity: Identity | None = None,
+        lock_wait: float = gitlock.WAIT_SECONDS,
+    ) -> Workspace:
+        """Open a workspace: take the process lock, recover from a crash, catch up with HEAD."""
+        root = Path(path).expanduser().resolve()
+        repo = check_repository(root)
+        config = WorkspaceConfig.load(root)
+        state = root / STATE_DIR
+        state.mkdir(parents=True, exist_ok=True)
+        ignore = state / ".gitignore"
+        if not ignore.exists():
+            write_atomic(ignore, b"*\n")
+        lock_fd = take_process_lock(state / PROCESS_LOCK)
+        try:
+            pygit2.settings.enable_fsync_gitdir(True)
+            gitlock.recover(root / ".git")
+            side = Sidecar.open(state / SIDECAR_NAME)
+            ws = cls(root, repo, config, side, lock_fd, external_identity, lock_wait)
+        except BaseException:
+            os.close(lock_fd)
+            raise
+        try:
+            ws._recover()
+            ws.refresh()
+            ws.flush_index()
+        except BaseException:
+            ws.close()
+            raise
+        return ws
+
+    def close(self) -> None:
+        """Refresh the index, close the database and release the process lock."""
+        if self._closed:
+            return
+        try:
+            if threading.get_ident() == self._owner:
+                with contextlib.suppress(LockBusy):
+                    self.flush_index()
+        finally:
+            self._closed = True
+            self._journal.close()
+            self._side.close()
+            os.close(self._lock_fd)
+            self._repo.free()
+
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # state --------------------------------------------------------------------------------
+    @property
+    def workspace_id(self) -> str:
+        return self.config.workspace_id
+
+    @property
+    def head(self) -> str | None:
+        """The workspace revision: the commit the branch names (None before the first)."""
+        return self._head
+
+    @property
+    def branch(self) -> str:
+        return self._branch
+
+    def refresh(self) -> bool:
+        """Notice a HEAD moved by someone else (``git commit/pull/checkout``); re-index.
+
+        Returns True if HEAD had moved since the store last looked.
+        """
+        self._check_thread()
+        branch = refs.current_branch(self.gitdir)
+        head = refs.read_ref(self.gitdir, branch)
+        moved = branch != self._branch or head != self._head
+        self._branch, self._head = branch, head
+        indexer.advance(self._repo, self._side, head, branch)
+        return moved
+
+    # reading ------------------------------------------------------------------------------
+    def resolve(self, ref: str) -> DocRef:
+        """A document by its documentId or by its path (at HEAD)."""
+        self.refresh()
+        path = self._side.path_of_doc(ref)
+        if path is not None:
+            return DocRef(ref, path)
+        try:
+            rel = normalize(ref)
+        except PathRejected:
+            raise NotFound(f"no document {ref!r}", ref=ref) from None
+        row = self._side.file(rel)
+        if row is None or row[2] is None:
+            raise NotFound(f"no document {ref!r}", ref=ref)
+        return DocRef(row[2], rel)
+
+    def documents(self) -> list[DocRef]:
+        """Every document at HEAD, by path."""
+        self.refresh()
+        return [DocRef(d, p) for d, p in self._side.documents()]
+
+    def blob_id(self, path: str) -> str | None:
+        """The committed blob id at ``path``, or None."""
+        self.refresh()
+        row = self._side.file(normalize(path))
+        return None if row is None else row[0]
+
+    def read_head(self, path: str) -> bytes | None:
+        """The committed bytes at ``path`` (HEAD), or None."""
+        blob_id = self.blob_id(path)
+        if blob_id is None:
+            return None
+        blob = self._repo[blob_id]
+        assert isinstance(blob, pygit2.Blob)
+        return bytes(blob.data)
+
+    def read_disk(self, path: str) -> bytes | None:
+        """The bytes on disk at ``path`` now (maybe an uncommitted external edit), or None."""
+        self._check_thread()
+        state = read_file(resolve(self.root, path))
+        return None if state is None else state[0]
+
+    def revision_of(self, path: str) -> str:
+        """The commit that last changed ``path`` (from the sidecar index, not a history walk)."""
+        self.refresh()
+        rel = normalize(path)
+        row = self._side.file(rel)
+        if row is None:
+            raise NotFound(f"{rel} is not in the workspace", path=rel)
+        return row[1]
+
+    def history(self, ref: str, limit: int = 50) -> list[HistoryEntry]:
+        """The commits that changed a document (following renames), newest first."""
+        self.refresh()
+        doc_id: str | None
+        try:
+            doc = self.resolve(ref)
+            doc_id, path = doc.document_id, doc.path
+        except NotFound:
+            doc_id, path = None, normalize(ref)
+        return self._side.history(doc_id, path, limit)
+
+    def find_command(
+        self,
+        *,
+        command_id: str | None = None,
+        trace_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> list[CommandRecord]:
+        """Commits made by mnoted for a command id, a trace id or an idempotency key."""
+        self.refresh()
+        given = [
+            (c, v)
+            for c, v in (
+                ("command_id", command_id),
+                ("trace_id", trace_id),
+                ("idem_key", idempotency_key),
+            )
+            if v is not None
+        ]
+        if len(given) != 1:
+            raise InvalidArguments("give exactly one of command_id, trace_id, idempotency_key")
+        return self._side.find_commands(*given[0])
+
+    def scan_changes(self) -> list[str]:
+        """Paths whose disk content differs from HEAD (edits made while nobody watched)."""
+        self.flush_index()
+        out = []
+        for path, flags in self._repo.status(untracked_files="all").items():
+            if flags & pygit2.enums.FileStatus.IGNORED or is_internal(path):
+                continue
+            if self.config.is_ignored(path) and self._side.file(path) is None:
+                continue
+            out.append(path)
+        return sorted(out)
+
+    # writing ------------------------------------------------------------------------------
+    def apply(self, meta: CommandMeta, changes: Sequence[Change]) -> CommitResult:
+        """Apply one command as exactly one commit and return its revision.
+
+        Pending external edits of the touched paths are committed first (as ``external``).
+        An idempotency key already used with the same ``request_hash`` returns the first
+        result (``replayed``) without a commit; with another request it raises
+        :class:`IdempotencyConflict`.
+        """
+        self._check_thread()
+        meta = meta.with_command_id()
+        if meta.idempotency_key:
+            rec = self.idempotency.check(meta.idempotency_key, meta.request_hash)
+            if rec is not None:
+                return self._replayed(rec)
+        if not changes:
+            raise InvalidArguments("a command needs at least one change")
+        touched = validate(self.root, self.config, changes)
+        self._ready_to_write()
+        external = self.commit_external(touched)
+        for _ in range(_CAS_ATTEMPTS):
+            targets = plan(self._repo, self._head_tree(), changes)
+            result = self._commit(meta, targets, [subject_path(c) for c in changes])
+            if result is not None:
+                if external is not None:
+                    result = CommitResult(
+                        result.commit,
+                        result.command_id,
+                        result.parent,
+                        result.paths,
+                        external_commit=external.commit,
+                    )
+                return result
+            moved_external = self.commit_external(touched)
+            external = moved_external or external
+        raise Conflict(
+            "the branch kept moving while mnoted tried to commit",
+            hint="Another program is committing in this workspace; try again when it is done.",
+        )
+
+    def commit_external(
+        self, paths: Iterable[str], *, meta: CommandMeta | None = None
+    ) -> CommitResult | None:
+        """Commit what is on disk now at ``paths`` where it differs from HEAD; None if nothing.
+
+        Used before every write (so no external edit is overwritten) and by the watcher.
+        Unsafe paths, mnoted's own files and ignored untracked files are skipped.
+        """
+        self._check_thread()
+        self._ready_to_write()
+        paths = list(paths)
+        meta = (meta or CommandMeta("external.edit", actor=EXTERNAL_ACTOR)).with_command_id()
+        for _ in range(_CAS_ATTEMPTS):
+            targets = disk_changes(self._repo, self.root, self.config, self._head_tree(), paths)
+            if not targets:
+                return None
+            result = self._commit(meta, targets, [t.path for t in targets], on_disk=True)
+            faults.point("external-committed")
+            if result is not None:
+                return result
+        raise Conflict(
+            "the branch kept moving while mnoted tried to commit external edits",
+            hint="Another program is committing in this workspace; try again when it is done.",
+        )
+
+    def idle(self) -> None:
+        """Called by the writer thread when it has nothing queued: refresh the Git index."""
+        self.flush_index()
+
+    def flush_index(self) -> None:
+        """Make the Git index agree with HEAD for every path mnoted committed."""
+        self._check_thread()
+        pending = self._side.index_pending()
+        if not pending:
+            return
+        tree = self._head_tree()
+        self._index.refresh(tree, pending, wait=self._lock_wait)
+        faults.point("index-written")
+        self._side.clear_index_pending(pending)
+
+    def maintenance(self, *, min_objects: int = 1) -> PackReport:
+        """Pack loose objects (any thread; uses its own Repository)."""
+        return pack_loose_objects(self.gitdir, min_objects=min_objects)
+
+    def rebuild(self) -> None:
+        """Recompute the sidecar (ids, revisions, history, idempotency) from Git history."""
+        self.refresh()
+        indexer.rebuild(self._repo, self._side, self._head, self._branch)
+
+    # internals ----------------------------------------------------------------------------
+    def _check_thread(self) -> None:
+        if self._closed:
+            raise InternalError("the workspace is closed")
+        if threading.get_ident() != self._owner:
+            raise InternalError(
+                "a Workspace must be used only by the thread that opened it",
+                hint="Send the call to the workspace's writer thread.",
+            )
+
+    def _ready_to_write(self) -> None:
+        problem = unfinished_operation(self._repo)
+        if problem is not None:
+            raise WorkspaceInvalid(
+                f"{self.root} is in the middle of {problem[0]}; mnoted will not commit now",
+                hint=f"Then try again: {problem[1]}.",
+            )
+        if self._needs_recovery:
+            self._recover()
+        self.refresh()
+
+    def _head_tree(self) -> pygit2.Tree | None:
+        if self._head is None:
+            return None
+        commit = self._repo[self._head]
+        assert isinstance(commit, pygit2.Commit)
+        return commit.tree
+
+    def _commit(
+        self,
+        meta: CommandMeta,
+        targets: list[Target],
+        subject_paths: list[str],
+        *,
+        on_disk: bool = False,
+    ) -> CommitResult | None:
+        """Make one commit of ``targets`` on HEAD; None if HEAD moved under us (retry)."""
+        parent = self._head
+        base = self._head_tree()
+        entries: dict[str, trees.Entry] = {}
+        steps: list[FileStep] = []
+        for t in targets:
+            old = trees.entry_at(self._repo, base, t.path)
+            if t.data is None:
+                entries[t.path] = None
+                steps.append(FileStep(t.path, old[0] if old else None, None, t.mode))
+            else:
+                blob = self._repo.create_blob(t.data)
+                entries[t.path] = (blob, t.mode)
+                steps.append(FileStep(t.path, old[0] if old else None, str(blob), t.mode))
+        tree_id = trees.build(self._repo, base, entries)
+        author = self._author(meta)
+        committer = pygit2.Signature(COMMITTER.name, COMMITTER.email)
+        text = message.format_message(meta, subject_paths)
+        parents = [pygit2.Oid(hex=parent)] if parent else []
+        commit_id = str(self._repo.create_commit(None, author, committer, text, tree_id, parents))
+        faults.point("objects-written")
+        entry = Entry(meta.command_id, self._branch, parent, commit_id, tuple(steps))
+        self._journal.write(entry)
+        faults.point("journal-written")
+        try:
+            refs.update_branch(
+                self.gitdir,
+                self._branch,
+                parent,
+                commit_id,
+                ident=f"{COMMITTER.name} <{COMMITTER.email}>",
+                message=text,
+                wait=self._lock_wait,
+            )
+        except refs.HeadMoved:
+            self._journal.clear()
+            self.refresh()
+            return None
+        except BaseException:
+            self._journal.clear()
+            raise
+        faults.point("ref-updated")
+        self._head = commit_id
+        try:
+            diverged = [] if on_disk else materialize(self._repo, self.root, entry)
+            faults.point("files-written")
+            indexer.advance(self._repo, self._side, commit_id, self._branch)
+            faults.point("sidecar-updated")
+            self._journal.clear()
+            faults.point("journal-cleared")
+        except OSError as exc:
+            self._needs_recovery = True
+            raise StorageError(f"writing {meta.command_id} failed: {exc}") from exc
+        except BaseException:
+            self._needs_recovery = True
+            raise
+        self.last_write = time.monotonic()
+        if diverged:
+            self.commit_external(diverged)
+        return CommitResult(commit_id, meta.command_id, parent, tuple(t.path for t in targets))
+
+    def _recover(self) -> None:
+        """Complete or drop a command a crash interrupted (see ``docs/store.md``)."""
+        entry = self._journal.read()
+        self._needs_recovery = False
+        if entry is None:
+            self._journal.clear()
+            return
+        branch = refs.current_branch(self.gitdir)
+        head = refs.read_ref(self.gitdir, branch)
+        landed = False
+        if entry.branch == branch and self._repo.odb.exists(entry.commit):
+            if head == entry.commit:
+                landed = True
+            elif head == entry.parent:
+                try:
+                    refs.update_branch(
+                        self.gitdir,
+                        branch,
+                        entry.parent,
+                        entry.commit,
+                        ident=f"{COMMITTER.name} <{COMMITTER.email}>",
+                        message=f"recover {entry.command_id}",
+                        wait=self._lock_wait,
+                    )
+                    landed = True
+                except refs.HeadMoved:
+                    landed = False
+        self._branch = branch
+        self._head = refs.read_ref(self.gitdir, branch)
+        diverged = materialize(self._repo, self.root, entry) if landed else []
+        for step in entry.files:
+            remove_temp_files(self.root.joinpath(*step.path.split("/")).parent)
+        indexer.advance(self._repo, self._side, self._head, self._branch)
+        self._journal.clear()
+        if diverged:
+            self.commit_external(diverged)
+
+    def _replayed(self, rec: IdempotencyRecord) -> CommitResult:
+        commit = self._repo[rec.commit]
+        assert isinstance(commit, pygit2.Commit)
+        parent = str(commit.parents[0].id) if commit.parents else None
+        paths = self._side.paths_of_commit(rec.commit)
+        return CommitResult(rec.commit, rec.command_id, parent, tuple(paths), replayed=True)
+
+    def _author(self, meta: CommandMeta) -> pygit2.Signature:
+        if meta.author is not None:
+            ident = meta.author
+        elif meta.actor == EXTERNAL_ACTOR:
+            ident = self._external or identity_from_config(self._repo)
+        else:
+            safe = "".join(c for c in meta.actor if c.isalnum() or c in "-_.") or "agent"
+            ident = Identity(meta.actor, f"{safe}@mnote.local")
+        return pygit2.Signature(ident.name, ident.email)

@@ -1,0 +1,260 @@
+"""One command, one commit: message and trailers (read back with the real git), authors,
+incremental trees, the index agreeing with HEAD, external edits committed first."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from mnoted.errors import (
+    Conflict,
+    InvalidArguments,
+    NotFound,
+    PathRejected,
+    TooLarge,
+    WorkspaceInvalid,
+)
+from mnoted.store import CommandMeta, Delete, Identity, Move, Workspace, Write
+from tests.store.conftest import assert_clean, git
+
+META = CommandMeta(
+    "page.body.save",
+    actor="hermes",
+    command_id="page_body_save_1",
+    trace_id="trace_1",
+    tool="mnote.page.save",
+    tool_call_id="call_123",
+    run_id="run_123",
+    session_id="mnote_doc_1_trace_1",
+    idempotency_key="idem_123",
+    request_hash="sha256:abc",
+)
+
+
+def commits(root: Path) -> list[str]:
+    return git(root, "rev-list", "HEAD").split()
+
+
+def test_trailers_are_real_git_trailers(ws: Workspace) -> None:
+    result = ws.apply(META, [Write("notes/plan.md", b"# Plan\n")])
+    root = ws.root
+    fmt = "%(trailers:key=Mnote-Trace-Id,valueonly)"
+    assert git(root, "log", "-1", f"--format={fmt}").strip() == "trace_1"
+    assert git(root, "log", "-1", "--format=%s").strip() == "page.body.save: notes/plan.md"
+    body = git(root, "log", "-1", "--format=%B")
+    parsed = git(root, "interpret-trailers", "--parse", input_text=body)
+    assert parsed.splitlines() == [
+        "Mnote-Command-Id: page_body_save_1",
+        "Mnote-Trace-Id: trace_1",
+        "Mnote-Tool: mnote.page.save",
+        "Mnote-Tool-Call-Id: call_123",
+        "Mnote-Run-Id: run_123",
+        "Mnote-Session-Id: mnote_doc_1_trace_1",
+        "Mnote-Actor: hermes",
+        "Mnote-Idempotency-Key: idem_123",
+        "Mnote-Request-Hash: sha256:abc",
+    ]
+    assert git(root, "log", "-1", "--format=%an <%ae>|%cn <%ce>").strip() == (
+        "hermes <hermes@mnote.local>|mnoted <mnoted@mnote.local>"
+    )
+    assert git(root, "log", "--grep=Mnote-Trace-Id: trace_1", "--format=%H").strip() == (
+        result.commit
+    )
+    assert result.commit == ws.head == ws.revision_of("notes/plan.md")
+
+
+def test_absent_trailers_are_left_out(ws: Workspace) -> None:
+    ws.apply(CommandMeta("page.create", actor="hermes"), [Write("a.md", b"a\n")])
+    body = git(ws.root, "log", "-1", "--format=%B")
+    keys = [line.split(":")[0] for line in body.strip().splitlines()[2:]]
+    assert keys == ["Mnote-Command-Id", "Mnote-Actor"]
+
+
+def test_one_command_is_one_commit_and_status_is_clean(ws: Workspace) -> None:
+    before = len(commits(ws.root))
+    ws.apply(META, [Write("a.md", b"a\n"), Write("dir/b.md", b"b\n"), Write("dir/c/d.md", b"d")])
+    assert len(commits(ws.root)) == before + 1
+    ws.apply(CommandMeta("page.move", actor="hermes"), [Move("a.md", "dir/c/a.md")])
+    ws.apply(CommandMeta("page.delete", actor="hermes"), [Delete("dir/b.md")])
+    assert len(commits(ws.root)) == before + 3
+    assert not (ws.root / "a.md").exists() and not (ws.root / "dir/b.md").exists()
+    assert (ws.root / "dir/c/a.md").read_bytes() == b"a\n"
+    ws.idle()
+    assert_clean(ws.root)
+    delete = CommandMeta("page.delete", actor="hermes")
+    ws.apply(delete, [Delete("dir/c/a.md"), Delete("dir/c/d.md")])
+    assert not (ws.root / "dir").exists()  # emptied folders go, as with git
+    ws.idle()
+    assert_clean(ws.root)
+
+
+def test_only_trees_on_the_changed_path_are_rewritten(ws: Workspace) -> None:
+    ws.apply(META, [Write(f"big/{i}.md", b"x%d" % i) for i in range(50)] + [Write("o/p.md", b"p")])
+    repo = pygit2.Repository(str(ws.root))
+    before = repo.head.peel(pygit2.Commit).tree
+    ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("o/p.md", b"new")])
+    after = pygit2.Repository(str(ws.root)).head.peel(pygit2.Commit).tree
+    assert before["big"].id == after["big"].id
+    assert before["o"].id != after["o"].id
+
+
+def test_executable_bit_is_kept(ws: Workspace) -> None:
+    script = ws.root / "run.sh"
+    script.write_bytes(b"#!/bin/sh\n")
+    os.chmod(script, 0o755)
+    ws.commit_external(["run.sh"])
+    ws.apply(CommandMeta("file.save", actor="hermes"), [Write("run.sh", b"#!/bin/sh\necho\n")])
+    assert os.stat(script).st_mode & 0o111
+    assert git(ws.root, "ls-tree", "HEAD", "run.sh").startswith("100755")
+    ws.idle()
+    assert_clean(ws.root)
+
+
+def test_external_edit_is_committed_before_the_write(ws: Workspace) -> None:
+    ws.apply(CommandMeta("page.create", actor="hermes"), [Write("p.md", b"v1\n")])
+    git(ws.root, "config", "user.name", "Test User")
+    git(ws.root, "config", "user.email", "user@example.com")
+    (ws.root / "p.md").write_bytes(b"user edit\n")
+    result = ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("p.md", b"v2\n")])
+    assert result.external_commit is not None
+    assert git(ws.root, "show", f"{result.external_commit}:p.md") == "user edit\n"
+    author = git(
+        ws.root,
+        "log",
+        "-1",
+        "--format=%an <%ae>|%(trailers:key=Mnote-Actor,valueonly)",
+        result.external_commit,
+    )
+    assert author.strip() == "Test User <user@example.com>|external"
+    assert (ws.root / "p.md").read_bytes() == b"v2\n"
+    assert git(ws.root, "rev-parse", "HEAD~1").strip() == result.external_commit
+
+
+def test_base_blob_guards_against_lost_updates(ws: Workspace) -> None:
+    ws.apply(CommandMeta("page.create", actor="hermes"), [Write("p.md", b"v1\n")])
+    base = ws.blob_id("p.md")
+    assert base is not None
+    (ws.root / "p.md").write_bytes(b"user edit\n")
+    head_before = ws.head
+    with pytest.raises(Conflict):
+        ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("p.md", b"v2", base)])
+    assert ws.head != head_before  # the user's edit got committed, nothing else
+    assert (ws.root / "p.md").read_bytes() == b"user edit\n"
+    assert ws.read_head("p.md") == b"user edit\n"
+
+
+def test_commit_external_and_identity(tmp_path: Path) -> None:
+    with Workspace.init(tmp_path / "n", external_identity=Identity("Ann", "ann@x.org")) as ws:
+        assert ws.commit_external(["Welcome.md"]) is None  # nothing changed
+        (ws.root / "new.md").write_bytes(b"hello\n")
+        (ws.root / "Welcome.md").unlink()
+        (ws.root / "ignored.tmp").write_bytes(b"x")
+        result = ws.commit_external(["new.md", "Welcome.md", "ignored.tmp", ".git/config", "../x"])
+        assert result is not None and set(result.paths) == {"new.md", "Welcome.md"}
+        assert git(ws.root, "log", "-1", "--format=%an").strip() == "Ann"
+        assert ws.scan_changes() == []
+
+
+def test_refusals(ws: Workspace) -> None:
+    meta = CommandMeta("x", actor="hermes")
+    for bad in ("../x.md", ".git/hooks/post-commit", ".mnote/config.toml", "/abs.md"):
+        with pytest.raises(PathRejected):
+            ws.apply(meta, [Write(bad, b"x")])
+    with pytest.raises(NotFound):
+        ws.apply(meta, [Delete("missing.md")])
+    with pytest.raises(InvalidArguments):
+        ws.apply(meta, [Write("a.md", b"1"), Write("a.md", b"2")])
+    with pytest.raises(InvalidArguments):
+        ws.apply(meta, [])
+    with pytest.raises(TooLarge):
+        ws.apply(meta, [Write("a.md", b"x" * (ws.config.max_file_bytes + 1))])
+    with pytest.raises(Conflict):
+        ws.apply(meta, [Write("b.md", b"b")]) and ws.apply(meta, [Move("Welcome.md", "b.md")])
+    os.symlink("/etc", ws.root / "etc")
+    with pytest.raises(PathRejected):
+        ws.apply(meta, [Write("etc/passwd.md", b"x")])
+    assert not list(ws.root.rglob(".mnote-tmp-*"))
+
+
+def test_user_commits_are_noticed_and_the_branch_never_goes_back(ws: Workspace) -> None:
+    ws.apply(CommandMeta("page.create", actor="hermes"), [Write("p.md", b"v1\n")])
+    ws.idle()
+    (ws.root / "q.md").write_text("user\n")
+    git(ws.root, "add", "q.md")
+    git(ws.root, "commit", "-qm", "user commit")
+    user_head = git(ws.root, "rev-parse", "HEAD").strip()
+    assert ws.refresh() is True
+    assert ws.revision_of("q.md") == user_head
+    result = ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("p.md", b"v2\n")])
+    assert result.parent == user_head
+    ws.idle()
+    assert_clean(ws.root)
+
+
+def test_a_commit_racing_ours_is_not_overwritten(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mnoted.store import refs
+
+    real = refs.update_branch
+    raced: list[str] = []
+
+    def racing(*args: object, **kw: object) -> None:
+        if not raced:  # the user commits between our read of HEAD and our ref update
+            (ws.root / "race.md").write_text("race\n")
+            git(ws.root, "add", "race.md")
+            git(ws.root, "commit", "-qm", "racing user commit")
+            raced.append(git(ws.root, "rev-parse", "HEAD").strip())
+        real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(refs, "update_branch", racing)
+    result = ws.apply(CommandMeta("page.create", actor="hermes"), [Write("p.md", b"v1\n")])
+    assert result.parent == raced[0]
+    assert git(ws.root, "rev-list", "--count", f"{raced[0]}..HEAD").strip() == "1"
+    ws.idle()
+    assert_clean(ws.root)
+
+
+def test_index_refresh_respects_a_user_index_change(ws: Workspace) -> None:
+    ws.apply(CommandMeta("page.create", actor="hermes"), [Write("p.md", b"v1\n")])
+    ws.idle()
+    (ws.root / "staged.md").write_text("staged by the user\n")
+    git(ws.root, "add", "staged.md")  # the user's own staged change must survive our refresh
+    ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("p.md", b"v2\n")])
+    ws.idle()
+    assert git(ws.root, "status", "--porcelain").splitlines() == ["A  staged.md"]
+
+
+def test_packed_refs_and_gc_by_the_user(ws: Workspace) -> None:
+    ws.apply(CommandMeta("page.create", actor="hermes"), [Write("p.md", b"v1\n")])
+    ws.idle()
+    git(ws.root, "gc", "-q")  # packs refs and objects behind mnoted's back
+    assert not (ws.gitdir / "refs/heads/main").exists()
+    result = ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("p.md", b"v2\n")])
+    assert git(ws.root, "rev-parse", "main").strip() == result.commit
+    ws.idle()
+    assert_clean(ws.root)
+
+
+def test_no_commit_while_the_user_is_merging(ws: Workspace) -> None:
+    root = ws.root
+    ws.apply(CommandMeta("page.create", actor="hermes"), [Write("p.md", b"base\n")])
+    ws.idle()
+    git(root, "checkout", "-q", "-b", "side")
+    (root / "p.md").write_text("side\n")
+    git(root, "commit", "-qam", "side")
+    git(root, "checkout", "-q", "main")
+    (root / "p.md").write_text("main\n")
+    git(root, "commit", "-qam", "main")
+    git(root, "merge", "side", check=False)  # conflict: the user is mid-merge
+    head = git(root, "rev-parse", "HEAD").strip()
+    with pytest.raises(WorkspaceInvalid, match="merge"):
+        ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("q.md", b"x")])
+    assert git(root, "rev-parse", "HEAD").strip() == head
+    git(root, "merge", "--abort")
+    ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("q.md", b"x")])
+    ws.idle()
+    assert_clean(root)

@@ -1,0 +1,128 @@
+"""Document ids that survive renames, revisions, history queries, and rebuilding the sidecar."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mnoted.store import CommandMeta, Delete, Move, Workspace, Write
+from tests.store.conftest import git
+
+M = CommandMeta("test.cmd", actor="hermes")
+
+
+def test_id_survives_renames_by_any_tool(ws: Workspace) -> None:
+    ws.apply(M, [Write("a.md", b"# A\n\nsome text that stays the same\n")])
+    doc = ws.resolve("a.md")
+    ws.apply(M, [Move("a.md", "dir/b.md")])
+    assert ws.resolve(doc.document_id).path == "dir/b.md"
+    (ws.root / "dir/b.md").rename(ws.root / "c.md")  # `mv` behind mnoted's back
+    ws.commit_external(["dir/b.md", "c.md"])
+    assert ws.resolve("c.md").document_id == doc.document_id
+    ws.idle()
+    git(ws.root, "mv", "c.md", "d.md")  # `git mv` + commit by the user
+    git(ws.root, "commit", "-qm", "user rename")
+    assert ws.resolve(doc.document_id) == type(doc)(doc.document_id, "d.md")
+    history = ws.history(doc.document_id)
+    assert [h.path for h in history] == ["d.md", "c.md", "dir/b.md", "a.md"]
+    assert history[-1].status == "A" and history[0].old_path == "c.md"
+
+
+def test_frontmatter_id_pins_the_document(ws: Workspace) -> None:
+    ws.apply(M, [Write("p.md", b"---\nid: my-page\ntitle: P\n---\n# P\n")])
+    assert ws.resolve("my-page").path == "p.md"
+    assert ws.resolve("p.md").document_id == "my-page"
+    ws.apply(M, [Move("p.md", "q.md", b"---\nid: my-page\n---\ntotally new body\n")])
+    assert ws.resolve("my-page").path == "q.md"
+
+
+def test_revision_is_the_commit_that_last_changed_the_file(ws: Workspace) -> None:
+    first = ws.apply(M, [Write("a.md", b"a"), Write("b.md", b"b")])
+    second = ws.apply(M, [Write("b.md", b"b2")])
+    assert ws.revision_of("a.md") == first.commit
+    assert ws.revision_of("b.md") == second.commit
+    assert ws.read_head("b.md") == b"b2"
+    assert ws.read_disk("b.md") == b"b2"
+
+
+def test_find_command_by_id_trace_and_key(ws: Workspace) -> None:
+    meta = CommandMeta("x", actor="hermes", command_id="cmd_1", trace_id="tr", idempotency_key="k")
+    result = ws.apply(meta, [Write("a.md", b"a")])
+    ws.apply(CommandMeta("x", actor="hermes", trace_id="tr"), [Write("a.md", b"b")])
+    assert [r.commit for r in ws.find_command(command_id="cmd_1")] == [result.commit]
+    assert len(ws.find_command(trace_id="tr")) == 2
+    (rec,) = ws.find_command(idempotency_key="k")
+    assert rec.command_id == "cmd_1" and rec.trailers["Mnote-Trace-Id"] == "tr"
+
+
+def _snapshot(ws: Workspace) -> tuple[object, ...]:
+    docs = ws.documents()
+    return (
+        docs,
+        [(d.path, ws.revision_of(d.path)) for d in docs],
+        [ws.history(d.document_id) for d in docs],
+        [ws.find_command(idempotency_key=f"k{i}") for i in range(12)],
+    )
+
+
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["write", "move", "delete", "ext-move", "ext-write"]),
+        st.integers(0, 5),
+        st.integers(0, 5),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(ops=OPS)
+def test_rebuilt_sidecar_equals_the_incremental_one(
+    tmp_path: Path, ops: list[tuple[str, int, int]]
+) -> None:
+    root = tmp_path / "ws"
+    shutil.rmtree(root, ignore_errors=True)
+    with Workspace.init(root) as ws:
+        for i, (op, a, b) in enumerate(ops):
+            src, dst = f"n{a}.md", f"d/n{b}.md" if b % 2 else f"n{b}.md"
+            exists = ws.blob_id(src) is not None
+            meta = CommandMeta("test.op", actor="hermes", idempotency_key=f"k{i}")
+            body = f"# page {a}\n\n" + "stable line\n" * 20 + f"edit {i}\n"
+            if op == "write" or not exists:
+                ws.apply(meta, [Write(src, body.encode())])
+            elif op == "delete":
+                ws.apply(meta, [Delete(src)])
+            elif op in ("move", "ext-move") and ws.blob_id(dst) is None and src != dst:
+                if op == "move":
+                    ws.apply(meta, [Move(src, dst)])
+                else:
+                    (root / dst).parent.mkdir(exist_ok=True)
+                    (root / src).rename(root / dst)
+                    ws.commit_external([src, dst])
+            else:
+                (root / src).write_text(body + "external\n")
+                ws.commit_external([src])
+        incremental = _snapshot(ws)
+        ws.rebuild()
+        assert _snapshot(ws) == incremental
+    (root / ".mnote/state/state.sqlite3").unlink()
+    with Workspace.open(root) as ws:
+        assert _snapshot(ws) == incremental
+
+
+def test_a_corrupt_sidecar_is_rebuilt(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    with Workspace.init(root) as ws:
+        ws.apply(M, [Write("a.md", b"a")])
+        before = _snapshot(ws)
+    (root / ".mnote/state/state.sqlite3").write_bytes(b"this is not a database" * 100)
+    for suffix in ("-wal", "-shm"):
+        (root / f".mnote/state/state.sqlite3{suffix}").unlink(missing_ok=True)
+    with Workspace.open(root) as ws:
+        assert _snapshot(ws) == before

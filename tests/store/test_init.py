@@ -1,0 +1,132 @@
+"""Workspace creation from the template, adoption of existing repositories, refusals."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from mnoted.errors import LockBusy, WorkspaceInvalid
+from mnoted.store import Workspace, template_files
+from tests.store.conftest import assert_clean, git
+
+
+def test_template_is_packaged() -> None:
+    files = template_files()
+    assert {"Welcome.md", ".gitignore", ".mnote/config.toml"} <= set(files)
+    repo_copy = Path(__file__).parents[2] / "workspace_template"
+    assert repo_copy.is_dir() and (repo_copy / "Welcome.md").read_bytes() == files["Welcome.md"]
+
+
+def test_init_new_folder(tmp_path: Path) -> None:
+    root = tmp_path / "notes"
+    with Workspace.init(root) as ws:
+        assert ws.workspace_id.startswith("ws_")
+        assert ws.branch == "refs/heads/main"
+        config = tomllib.loads((root / ".mnote/config.toml").read_text())
+        assert config["workspaceId"] == ws.workspace_id
+        assert ws.config.max_file_bytes == 1_048_576
+        assert [d.path for d in ws.documents()] == ["Welcome.md"]
+    assert git(root, "log", "--format=%s").strip().startswith("workspace.init:")
+    tracked = git(root, "ls-files").split()
+    assert tracked == [".gitignore", ".mnote/config.toml", "Welcome.md"]
+    assert_clean(root)
+
+
+def test_init_is_idempotent_and_keeps_the_id(tmp_path: Path) -> None:
+    root = tmp_path / "notes"
+    with Workspace.init(root) as ws:
+        first = ws.workspace_id
+    with Workspace.init(root) as ws:
+        assert ws.workspace_id == first
+    assert len(git(root, "log", "--format=%H").split()) == 1
+
+
+def test_init_imports_an_existing_plain_folder(tmp_path: Path) -> None:
+    root = tmp_path / "notes"
+    (root / "sub").mkdir(parents=True)
+    (root / "old.md").write_text("# Old\n")
+    (root / "sub" / "n.md").write_text("# N\n")
+    with Workspace.init(root) as ws:
+        paths = {d.path for d in ws.documents()}
+    assert paths == {"old.md", "sub/n.md"}  # an existing notes folder gets no welcome page
+    assert_clean(root)
+
+
+def test_init_adopts_a_repository_with_history(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "trunk")
+    (root / ".gitignore").write_text("*.log\n")
+    (root / "a.md").write_text("# A\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "user history")
+    before = git(root, "rev-parse", "HEAD").strip()
+    with Workspace.init(root) as ws:
+        assert ws.branch == "refs/heads/trunk"
+        assert [d.path for d in ws.documents()] == ["a.md"]
+        assert ws.revision_of("a.md") == before
+    assert git(root, "rev-parse", "HEAD~1").strip() == before
+    ignore = (root / ".gitignore").read_text()
+    assert ignore.startswith("*.log\n") and ".mnote/state/" in ignore
+    assert_clean(root)
+
+
+def test_refuses_detached_head(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    with Workspace.init(root):
+        pass
+    git(root, "checkout", "-q", "--detach")
+    with pytest.raises(WorkspaceInvalid, match="detached"):
+        Workspace.open(root)
+    with pytest.raises(WorkspaceInvalid, match="detached"):
+        Workspace.init(root)
+
+
+def test_refuses_a_repository_mid_merge(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    with Workspace.init(root):
+        pass
+    git(root, "checkout", "-q", "-b", "side")
+    (root / "Welcome.md").write_text("side\n")
+    git(root, "commit", "-qam", "side")
+    git(root, "checkout", "-q", "main")
+    (root / "Welcome.md").write_text("main\n")
+    git(root, "commit", "-qam", "main")
+    git(root, "merge", "side", check=False)
+    with pytest.raises(WorkspaceInvalid, match="middle of a merge") as info:
+        Workspace.open(root)
+    assert "git merge --abort" in info.value.hint
+
+
+def test_not_a_workspace(tmp_path: Path) -> None:
+    with pytest.raises(WorkspaceInvalid):
+        Workspace.open(tmp_path)
+    git(tmp_path, "init", "-q")
+    with pytest.raises(WorkspaceInvalid, match="not an mnote workspace") as info:
+        Workspace.open(tmp_path)
+    assert "mnote init" in info.value.hint
+
+
+def test_one_process_per_workspace(ws: Workspace) -> None:
+    with pytest.raises(LockBusy) as info:
+        Workspace.open(ws.root)
+    assert info.value.details["path"].endswith("daemon.lock")
+
+
+def test_adopting_keeps_uncommitted_user_files_for_reconciliation(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    (root / "a.md").write_text("# A\n")
+    git(root, "add", "a.md")
+    git(root, "commit", "-qm", "user history")
+    (root / "a.md").write_text("# A, edited\n")
+    (root / "draft.md").write_text("draft\n")
+    with Workspace.init(root) as ws:
+        assert ws.scan_changes() == ["a.md", "draft.md"]  # left for start-up reconciliation
+        assert ws.read_head("a.md") == b"# A\n"
+        ws.commit_external(ws.scan_changes())
+        assert ws.scan_changes() == []
+    assert_clean(root)

@@ -1,0 +1,91 @@
+"""Lock policy: our own stale locks are recovered, other programs' locks are waited for
+(bounded) and reported with their path, and never deleted."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from mnoted.errors import InternalError, LockBusy
+from mnoted.store import CommandMeta, Workspace, Write, gitlock
+from tests.store.conftest import assert_clean
+
+M = CommandMeta("x", actor="hermes")
+
+
+def test_foreign_ref_lock_is_reported_and_kept(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    Workspace.init(root).close()
+    lock = root / ".git/refs/heads/main.lock"
+    lock.write_text("held by git\n")
+    with Workspace.open(root, lock_wait=0.05) as ws:
+        head = ws.head
+        with pytest.raises(LockBusy) as info:
+            ws.apply(M, [Write("a.md", b"a")])
+        assert info.value.details["path"] == str(lock)
+        assert "remove" in info.value.hint
+        assert lock.read_text() == "held by git\n"  # never deleted
+        assert ws.head == head and not (root / "a.md").exists()
+        lock.unlink()  # git finished
+        ws.apply(M, [Write("a.md", b"a")])
+        ws.idle()
+    assert_clean(root)
+
+
+def test_foreign_lock_released_within_the_wait_is_fine(ws: Workspace) -> None:
+    lock = ws.gitdir / "index.lock"
+    lock.write_text("")
+    timer = threading.Timer(0.1, lock.unlink)
+    timer.start()
+    ws.apply(M, [Write("a.md", b"a")])
+    ws.idle()  # waits for the index lock, then writes
+    timer.join()
+    assert_clean(ws.root)
+
+
+def test_our_stale_locks_are_recovered(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    Workspace.init(root).close()
+    gitdir = root / ".git"
+    # what a crash leaves: a token and the lock linked to it
+    held = gitlock.acquire(gitdir, gitdir / "refs/heads/main", b"0" * 40 + b"\n")
+    held2 = gitlock.acquire(gitdir, gitdir / "index")
+    assert held.lock.exists() and held2.lock.exists()
+    foreign = gitdir / "packed-refs.lock"
+    foreign.write_text("")
+    with Workspace.open(root) as ws:
+        assert not held.lock.exists() and not held2.lock.exists()
+        assert foreign.exists()
+        ws.apply(M, [Write("a.md", b"a")])
+    foreign.unlink()
+    assert_clean(root)
+
+
+def test_workspace_belongs_to_its_thread(ws: Workspace) -> None:
+    errors: list[BaseException] = []
+
+    def other() -> None:
+        try:
+            ws.apply(M, [Write("a.md", b"a")])
+        except BaseException as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert len(errors) == 1 and isinstance(errors[0], InternalError)
+    assert ws.maintenance().packed >= 0  # maintenance is allowed from any thread
+
+
+def test_process_lock_is_released_by_a_dead_process(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    Workspace.init(root).close()
+    pid = os.fork()
+    if pid == 0:  # the child takes the workspace and dies without closing
+        Workspace.open(root)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    Workspace.open(root).close()
