@@ -163,9 +163,9 @@ def test_vim_backupcopy_no() -> None:
 
 def test_vim_rename_aside_to_a_tracked_name_is_still_a_modify() -> None:
     # backupext=.bak: the aside name is not a temp name, the pattern still wins.
-    assert fold(
-        ev(MV, "x.md", "x.md.bak"), ev(C, "x.md"), ev(CL, "x.md"), ev(D, "x.md.bak")
-    ) == [("modified", "x.md", None)]
+    assert fold(ev(MV, "x.md", "x.md.bak"), ev(C, "x.md"), ev(CL, "x.md"), ev(D, "x.md.bak")) == [
+        ("modified", "x.md", None)
+    ]
 
 
 def test_jetbrains_safe_write() -> None:
