@@ -209,9 +209,11 @@ class _InotifyFD(InotifyFD):
             raise
 
     def handle_event(self, event: InotifyEvent) -> None:
-        if event.is_queue_overflow:
-            self._monitor._on_overflow()
         super().handle_event(event)
+        if event.is_queue_overflow:
+            # After watchdog has rebuilt the watches: a reconcile pass started on this
+            # signal sees every edit, including those made while watches were missing.
+            self._monitor._on_overflow()
 
     def run(self) -> None:
         try:
