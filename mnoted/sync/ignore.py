@@ -13,6 +13,7 @@ Paths are workspace-relative POSIX strings (``notes/plan.md``), never absolute.
 from __future__ import annotations
 
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from enum import StrEnum
@@ -99,6 +100,7 @@ class IgnoreRules:
     ) -> None:
         self._is_gitignored = is_gitignored
         self._cache: OrderedDict[str, bool] = OrderedDict()
+        self._lock = threading.Lock()  # invalidate() may come from another thread
         self._cache_size = cache_size
         self.gitignore_errors = 0
 
@@ -122,20 +124,23 @@ class IgnoreRules:
 
     def invalidate(self) -> None:
         """Forget cached Git answers (a ``.gitignore`` or ``info/exclude`` changed)."""
-        self._cache.clear()
+        with self._lock:
+            self._cache.clear()
 
     def _gitignored(self, key: str) -> bool:
-        cached = self._cache.get(key)
-        if cached is not None:
-            self._cache.move_to_end(key)
-            return cached
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+                return cached
         assert self._is_gitignored is not None
         try:
             answer = bool(self._is_gitignored(key))
         except Exception:
             self.gitignore_errors += 1
             return False
-        self._cache[key] = answer
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+        with self._lock:
+            self._cache[key] = answer
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
         return answer

@@ -101,6 +101,11 @@ class OwnWrites:
         with self._lock:
             self._known.pop(path, None)
 
+    def knows(self, path: str) -> bool:
+        """Whether mnoted registered content for ``path``."""
+        with self._lock:
+            return path in self._known
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._known)

@@ -307,6 +307,12 @@ class _Handler(FileSystemEventHandler):
             logger.exception("sync: failed to handle %r", event)
 
 
+def _identity(path: str) -> tuple[int, int]:
+    """(device, inode): tells the watched folder from one put in its place."""
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
 def _is_gitignore(rel: str) -> bool:
     return rel == ".gitignore" or rel.endswith("/.gitignore")
 
@@ -349,6 +355,9 @@ class Watcher:
         self._cond = threading.Condition(threading.Lock())
         self._debouncer = Debouncer(self.config.debounce, ignore=self.ignore)
         self._observer: _Observer | None = None
+        self._observer_lock = threading.RLock()  # start / retire of the watchdog threads
+        self._closing = False
+        self._root_identity: tuple[int, int] | None = None
         self._driver: threading.Thread | None = None
         self._stopping = False
         self._planned_wake = float("-inf")
@@ -387,6 +396,8 @@ class Watcher:
             if self._driver is not None and self._driver.is_alive():
                 raise RuntimeError("watcher already started")
             self._stopping = False
+        with self._observer_lock:
+            self._closing = False
         self._start_observer()
         driver = threading.Thread(target=self._drive, name="mnoted-sync-driver", daemon=True)
         self._driver = driver
@@ -395,7 +406,9 @@ class Watcher:
 
     def stop(self, *, flush: bool = True, timeout: float = 10.0) -> None:
         """Stop watching; with ``flush`` pending changes are delivered first."""
-        self._retire_observer()
+        with self._observer_lock:
+            self._closing = True  # no restart from the driver from now on
+            self._retire_observer()
         with self._cond:
             self._stopping = True
             if not flush:
@@ -410,9 +423,11 @@ class Watcher:
 
     def restart(self) -> WatcherHealth:
         """Tear down and rebuild the watches (after a failure); the driver keeps running."""
-        self._retire_observer()
-        self._restarts += 1
-        self._start_observer()
+        with self._observer_lock:
+            self._retire_observer()
+            with self._cond:
+                self._restarts += 1
+            self._start_observer()
         with self._cond:
             self._cond.notify_all()
         return self.health()
@@ -489,6 +504,12 @@ class Watcher:
     # -- observer management ---------------------------------------------------
 
     def _start_observer(self) -> bool:
+        with self._observer_lock:
+            if self._closing:
+                return False
+            return self._start_observer_locked()
+
+    def _start_observer_locked(self) -> bool:
         started = self._clock()
         with self._cond:
             self._watch_limit_hit = False
@@ -499,6 +520,7 @@ class Watcher:
                 _Handler(self), self.root, recursive=True, event_filter=list(EVENT_FILTER)
             )
             observer.start()
+            self._root_identity = _identity(self.root)
         except OSError as exc:
             if observer is not None:
                 observer.inotify_fd.stop()
@@ -525,9 +547,13 @@ class Watcher:
         return True
 
     def _retire_observer(self) -> None:
-        observer, self._observer = self._observer, None
-        if observer is None:
-            return
+        with self._observer_lock:
+            observer, self._observer = self._observer, None
+            if observer is not None:
+                self._stop_observer(observer)
+
+    @staticmethod
+    def _stop_observer(observer: _Observer) -> None:
         try:
             if observer.is_alive():
                 observer.stop()
@@ -691,6 +717,9 @@ class Watcher:
         kept: list[SettledChange] = []
         for change in batch.changes:
             paths = [change.path] + ([change.old_path] if change.old_path else [])
+            if not any(registry.knows(p) for p in paths):
+                kept.append(change)
+                continue
             current = {p: self._read_blob(p) for p in paths}
             if registry.is_own(change, current):
                 registry.dropped += 1
@@ -722,11 +751,15 @@ class Watcher:
         now = self._clock()
         if observer is not None:
             dead = observer.dead_threads()
-            if dead:
-                root_gone = not os.path.isdir(self.root)
+            try:
+                root_moved = _identity(self.root) != self._root_identity
+            except OSError:
+                root_moved = True
+            if dead or root_moved:
+                root_gone = root_moved or not os.path.isdir(self.root)
                 reason = ReconcileReason.ROOT_GONE if root_gone else ReconcileReason.WATCHER_DIED
                 message = (
-                    f"workspace folder {self.root} is gone"
+                    f"workspace folder {self.root} is gone or was replaced"
                     if root_gone
                     else f"watcher thread(s) stopped: {', '.join(dead)}"
                 )
@@ -754,5 +787,6 @@ class Watcher:
                 )
                 self._signal_locked(reason, "periodic reconciliation while watching is incomplete")
         if state is WatcherState.FAILED and restart_due and not self._stopping:
-            self._restarts += 1
+            with self._cond:
+                self._restarts += 1
             self._start_observer()

@@ -184,6 +184,17 @@ def test_workspace_folder_removed_then_back(workspace, make_watcher, sink):  # t
     assert sink.wait(lambda s: ("created", "again.md") in kinds(s))
 
 
+def test_workspace_folder_renamed_away_is_noticed(workspace, make_watcher, sink):  # type: ignore[no-untyped-def]
+    # inotify keeps watching a renamed folder under its old name; the watcher must not
+    # report paths that no longer exist, so it notices and stops trusting its watches.
+    watcher = make_watcher(liveness_interval=0.05, auto_restart=False)
+    os.rename(workspace, workspace.with_name("elsewhere"))
+    assert sink.wait(lambda s: ReconcileReason.ROOT_GONE in s.reasons(), timeout=5)
+    health = watcher.health()
+    assert health.state == "failed" and not health.running
+    assert health.last_error is not None and "gone" in health.last_error
+
+
 def test_failing_sink_asks_for_reconcile_and_keeps_going(workspace, make_watcher, sink):  # type: ignore[no-untyped-def]
     make_watcher()
     sink.fail_next = 1
