@@ -17,7 +17,7 @@ from mnoted.sync.debounce import (
 )
 from mnoted.sync.ignore import IgnoreRules
 
-CFG = DebounceConfig(quiet_period=1.0, max_delay=5.0, close_timeout=3.0)
+CFG = DebounceConfig(quiet_period=1.0, max_delay=5.0, close_timeout=3.0, coalesce=0.0)
 C, M, CL, A, D, MV = (
     EventKind.CREATED,
     EventKind.MODIFIED,
@@ -115,6 +115,18 @@ def test_config_is_validated() -> None:
         DebounceConfig(quiet_period=0)
     with pytest.raises(ValueError):
         DebounceConfig(quiet_period=2.0, max_delay=1.0)
+
+
+def test_coalesce_lets_paths_due_shortly_after_ride_along() -> None:
+    d = Debouncer(DebounceConfig(quiet_period=1.0, max_delay=5.0, coalesce=0.2))
+    d.add(ev(CL, "a.md"), 0.0)
+    d.add(ev(CL, "b.md"), 0.15)
+    d.add(ev(CL, "c.md"), 0.5)
+    wake = d.next_deadline()
+    assert wake == 1.2
+    batch = d.due(wake)
+    assert batch is not None and [c.path for c in batch.changes] == ["a.md", "b.md"]
+    assert d.next_deadline() == 1.7
 
 
 def test_paths_settle_independently() -> None:
@@ -385,7 +397,7 @@ def expected_windows(times: list[int], quiet: int, max_delay: int) -> int:
 @given(st.lists(STEP, min_size=1, max_size=40))
 def test_only_the_real_path_settles_once_per_quiet_window(steps: list[tuple]) -> None:
     quiet, max_delay = 1000, 4000  # milliseconds, integer to keep the model exact
-    d = Debouncer(DebounceConfig(quiet, max_delay, quiet), ignore=IgnoreRules())
+    d = Debouncer(DebounceConfig(quiet, max_delay, quiet, coalesce=50), ignore=IgnoreRules())
     now = 0
     settled: list[SettledBatch] = []
     save_times: list[int] = []
