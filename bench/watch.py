@@ -197,6 +197,8 @@ def bench_default_event_set(base: Path, folders: int) -> None:
     logger = logging.getLogger("watchdog.observers.inotify_c")
     handler = Count()
     logger.addHandler(handler)
+    logger.propagate = False  # counted, not printed
+    logging.getLogger("watchdog.observers.inotify").setLevel(logging.ERROR)
     observer = InotifyObserver()
     observer.schedule(FileSystemEventHandler(), str(root), recursive=True)
     observer.start()

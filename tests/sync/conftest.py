@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pygit2
 import pytest
@@ -15,8 +16,9 @@ from mnoted.sync.debounce import DebounceConfig, SettledBatch, SettledChange
 from mnoted.sync.ignore import IgnoreRules
 from mnoted.sync.watcher import ReconcileReason, Watcher, WatcherConfig
 
-QUIET = 0.08
-"""Quiet period of the real-watcher tests: short, but longer than an editor's save."""
+QUIET = 0.15
+"""Quiet period of the real-watcher tests: short, but far longer than an editor's save
+(microseconds between its system calls), with room for a loaded CI machine."""
 
 
 @pytest.fixture(autouse=True)
@@ -116,6 +118,7 @@ def sink() -> RecordingSink:
 
 
 WatcherFactory = Callable[..., Watcher]
+QuietFn = Callable[[Watcher], None]
 
 
 @pytest.fixture
@@ -127,10 +130,10 @@ def make_watcher(workspace: Path, sink: RecordingSink) -> Iterator[WatcherFactor
         root: Path | None = None,
         *,
         ignore: IgnoreRules | None = None,
-        **config: object,
+        **config: Any,
     ) -> Watcher:
-        debounce = config.pop("debounce", DebounceConfig(QUIET, 2.0, 0.5))
-        cfg = WatcherConfig(debounce=debounce, **config)  # type: ignore[arg-type]
+        config.setdefault("debounce", DebounceConfig(QUIET, 2.0, 0.5))
+        cfg = WatcherConfig(**config)
         watcher = Watcher(root or workspace, sink, config=cfg, ignore=ignore)
         watcher.start()
         started.append(watcher)
@@ -142,6 +145,6 @@ def make_watcher(workspace: Path, sink: RecordingSink) -> Iterator[WatcherFactor
 
 
 @pytest.fixture
-def quiet() -> Callable[..., None]:
+def quiet() -> QuietFn:
     """``quiet(watcher)``: wait until the watcher has nothing left to deliver."""
     return wait_quiet

@@ -13,6 +13,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -20,6 +21,9 @@ from mnoted.sync.ignore import IgnoreRules
 from mnoted.sync.own_writes import blob_id
 
 Triple = tuple[str, str, str | None]
+
+if TYPE_CHECKING:
+    from conftest import QuietFn, RecordingSink, WatcherFactory
 
 
 def write(path: Path, data: bytes, flags: int = os.O_CREAT | os.O_TRUNC) -> None:
@@ -185,11 +189,11 @@ def seed(root: Path) -> None:
     (root / "d1" / "sub" / "b.md").write_text("b\n")
 
 
-def triples(sink) -> list[Triple]:  # type: ignore[no-untyped-def]
+def triples(sink: RecordingSink) -> list[Triple]:
     return sorted((c.kind.value, c.path, c.old_path) for c in sink.changes)
 
 
-def assert_no_temp_names(sink) -> None:  # type: ignore[no-untyped-def]
+def assert_no_temp_names(sink: RecordingSink) -> None:
     rules = IgnoreRules()
     for change in sink.changes:
         for path in (change.path, change.old_path):
@@ -197,7 +201,14 @@ def assert_no_temp_names(sink) -> None:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_one_settled_change_per_save(name, workspace, tmp_path, make_watcher, sink, quiet):  # type: ignore[no-untyped-def]
+def test_one_settled_change_per_save(
+    name: str,
+    workspace: Path,
+    tmp_path: Path,
+    make_watcher: WatcherFactory,
+    sink: RecordingSink,
+    quiet: QuietFn,
+) -> None:
     case = CASES[name]
     seed(workspace)
     outside = tmp_path / "outside.md"
@@ -215,7 +226,9 @@ def test_one_settled_change_per_save(name, workspace, tmp_path, make_watcher, si
     assert health.state == "running" and health.overflows == 0
 
 
-def test_two_saves_in_separate_windows_are_two_changes(workspace, make_watcher, sink, quiet):  # type: ignore[no-untyped-def]
+def test_two_saves_in_separate_windows_are_two_changes(
+    workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink, quiet: QuietFn
+) -> None:
     seed(workspace)
     watcher = make_watcher()
     vscode(workspace, workspace)
@@ -226,7 +239,9 @@ def test_two_saves_in_separate_windows_are_two_changes(workspace, make_watcher, 
     assert triples(sink) == [("modified", "x.md", None)] * 2
 
 
-def test_burst_of_1000_files(workspace, make_watcher, sink, quiet):  # type: ignore[no-untyped-def]
+def test_burst_of_1000_files(
+    workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink, quiet: QuietFn
+) -> None:
     for i in range(10):
         (workspace / f"f{i}").mkdir()
     watcher = make_watcher()
@@ -241,7 +256,9 @@ def test_burst_of_1000_files(workspace, make_watcher, sink, quiet):  # type: ign
     assert watcher.health().overflows == 0
 
 
-def test_own_atomic_write_is_dropped_early(workspace, make_watcher, sink, quiet):  # type: ignore[no-untyped-def]
+def test_own_atomic_write_is_dropped_early(
+    workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink, quiet: QuietFn
+) -> None:
     seed(workspace)
     watcher = make_watcher()
     data = b"# x\nwritten by mnoted\n"
@@ -257,7 +274,9 @@ def test_own_atomic_write_is_dropped_early(workspace, make_watcher, sink, quiet)
     assert triples(sink) == [("modified", "x.md", None)]
 
 
-def test_gitignored_files_never_reach_the_sink(workspace, make_watcher, sink, quiet):  # type: ignore[no-untyped-def]
+def test_gitignored_files_never_reach_the_sink(
+    workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink, quiet: QuietFn
+) -> None:
     import pygit2
 
     (workspace / ".gitignore").write_text("build/\n*.log\n")

@@ -9,11 +9,15 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from mnoted.sync.debounce import DebounceConfig
 from mnoted.sync.watcher import ReconcileReason, Watcher, WatcherConfig, _Emitter
+
+if TYPE_CHECKING:
+    from conftest import QuietFn, RecordingSink, WatcherFactory
 
 
 def write(path: Path, data: bytes = b"x\n") -> None:
@@ -21,11 +25,13 @@ def write(path: Path, data: bytes = b"x\n") -> None:
         f.write(data)
 
 
-def kinds(sink) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
+def kinds(sink: RecordingSink) -> list[tuple[str, str]]:
     return sorted((c.kind.value, c.path) for c in sink.changes)
 
 
-def test_start_signals_reconcile_and_reports_health(workspace, make_watcher, sink):  # type: ignore[no-untyped-def]
+def test_start_signals_reconcile_and_reports_health(
+    workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink
+) -> None:
     (workspace / "a").mkdir()
     watcher = make_watcher()
     assert sink.wait(lambda s: ReconcileReason.STARTED in s.reasons())
@@ -41,8 +47,12 @@ def test_start_signals_reconcile_and_reports_health(workspace, make_watcher, sin
 
 
 def test_symlink_loops_and_links_out_are_never_followed(
-    workspace, tmp_path, make_watcher, sink, quiet
-):  # type: ignore[no-untyped-def]
+    workspace: Path,
+    tmp_path: Path,
+    make_watcher: WatcherFactory,
+    sink: RecordingSink,
+    quiet: QuietFn,
+) -> None:
     outside = tmp_path / "outside"
     (outside / "deep" / "er").mkdir(parents=True)
     (workspace / "d").mkdir()
@@ -69,7 +79,9 @@ MAX_WATCHES = int(Path("/proc/sys/fs/inotify/max_user_watches").read_text())
 
 @pytest.mark.slow
 @pytest.mark.skipif(MAX_WATCHES < 20_000, reason="fs.inotify.max_user_watches too low")
-def test_event_in_the_deepest_of_10000_folders_is_delivered(workspace, make_watcher, sink, quiet):  # type: ignore[no-untyped-def]
+def test_event_in_the_deepest_of_10000_folders_is_delivered(
+    workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink, quiet: QuietFn
+) -> None:
     # 10,000 folders: 99 x 100 plus a 100-deep chain. Creating them takes ~0.4 s and
     # the watcher starts in ~0.4 s here; bench/watch.py measures 100,000 files.
     # watchdog's default event set (IN_OPEN and reads included) overflowed the queue
@@ -92,7 +104,9 @@ def test_event_in_the_deepest_of_10000_folders_is_delivered(workspace, make_watc
     assert watcher.health().overflows == 0
 
 
-def test_watch_limit_degrades_and_falls_back_to_periodic_reconcile(workspace, make_watcher, sink):  # type: ignore[no-untyped-def]
+def test_watch_limit_degrades_and_falls_back_to_periodic_reconcile(
+    workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink
+) -> None:
     for i in range(10):
         (workspace / f"dir{i}").mkdir()
     watcher = make_watcher(watch_limit=4, fallback_interval=0.2)
@@ -107,7 +121,9 @@ def test_watch_limit_degrades_and_falls_back_to_periodic_reconcile(workspace, ma
     assert sink.wait(lambda s: ("created", "root.md") in kinds(s))
 
 
-def test_watch_limit_on_the_root_fails_without_raising(workspace, make_watcher, sink):  # type: ignore[no-untyped-def]
+def test_watch_limit_on_the_root_fails_without_raising(
+    workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink
+) -> None:
     watcher = make_watcher(watch_limit=0, fallback_interval=0.2, auto_restart=False)
     health = watcher.health()
     assert health.state == "failed" and not health.running
@@ -115,7 +131,9 @@ def test_watch_limit_on_the_root_fails_without_raising(workspace, make_watcher, 
     assert sink.wait(lambda s: ReconcileReason.WATCHER_DIED in s.reasons(), timeout=5)
 
 
-def test_queue_overflow_is_detected_and_watching_recovers(workspace, make_watcher, sink, quiet):  # type: ignore[no-untyped-def]
+def test_queue_overflow_is_detected_and_watching_recovers(
+    workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink, quiet: QuietFn
+) -> None:
     # A real kernel overflow: hold the watch group's lock so watchdog's reader thread
     # stalls, queue more than fs.inotify.max_queued_events events, then let go.
     max_queued = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
@@ -139,16 +157,21 @@ def test_queue_overflow_is_detected_and_watching_recovers(workspace, make_watche
     assert sink.wait(lambda s: ("created", "after.md") in kinds(s))
 
 
-def test_dead_watcher_thread_is_reported_and_restarted(workspace, make_watcher, sink, monkeypatch):  # type: ignore[no-untyped-def]
+def test_dead_watcher_thread_is_reported_and_restarted(
+    workspace: Path,
+    make_watcher: WatcherFactory,
+    sink: RecordingSink,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     watcher = make_watcher(restart_backoff=0.1, liveness_interval=0.05)
     original = _Emitter.queue_events
     crashes = []
 
-    def crash_once(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def crash_once(self: _Emitter, timeout: float, **kwargs: bool) -> None:
         if not crashes:
             crashes.append(1)
             raise RuntimeError("emitter bug")
-        return original(self, *args, **kwargs)
+        original(self, timeout, **kwargs)
 
     monkeypatch.setattr(_Emitter, "queue_events", crash_once)
     write(workspace / "wake.md")  # the emitter returns from its read, then crashes
@@ -161,7 +184,9 @@ def test_dead_watcher_thread_is_reported_and_restarted(workspace, make_watcher, 
     assert sink.wait(lambda s: ("created", "after.md") in kinds(s))
 
 
-def test_manual_restart_when_auto_restart_is_off(workspace, make_watcher, sink):  # type: ignore[no-untyped-def]
+def test_manual_restart_when_auto_restart_is_off(
+    workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink
+) -> None:
     watcher = make_watcher(auto_restart=False, fallback_interval=0.2, liveness_interval=0.05)
     watcher._observer.inotify_fd.stop()  # the reader thread ends
     assert sink.wait(lambda s: ReconcileReason.WATCHER_DIED in s.reasons(), timeout=5)
@@ -172,7 +197,9 @@ def test_manual_restart_when_auto_restart_is_off(workspace, make_watcher, sink):
     assert sink.wait(lambda s: ("created", "back.md") in kinds(s))
 
 
-def test_workspace_folder_removed_then_back(workspace, make_watcher, sink):  # type: ignore[no-untyped-def]
+def test_workspace_folder_removed_then_back(
+    workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink
+) -> None:
     watcher = make_watcher(restart_backoff=0.05, liveness_interval=0.05)
     shutil.rmtree(workspace)
     assert sink.wait(lambda s: ReconcileReason.ROOT_GONE in s.reasons(), timeout=5)
@@ -184,7 +211,9 @@ def test_workspace_folder_removed_then_back(workspace, make_watcher, sink):  # t
     assert sink.wait(lambda s: ("created", "again.md") in kinds(s))
 
 
-def test_workspace_folder_renamed_away_is_noticed(workspace, make_watcher, sink):  # type: ignore[no-untyped-def]
+def test_workspace_folder_renamed_away_is_noticed(
+    workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink
+) -> None:
     # inotify keeps watching a renamed folder under its old name; the watcher must not
     # report paths that no longer exist, so it notices and stops trusting its watches.
     watcher = make_watcher(liveness_interval=0.05, auto_restart=False)
@@ -195,7 +224,9 @@ def test_workspace_folder_renamed_away_is_noticed(workspace, make_watcher, sink)
     assert health.last_error is not None and "gone" in health.last_error
 
 
-def test_failing_sink_asks_for_reconcile_and_keeps_going(workspace, make_watcher, sink):  # type: ignore[no-untyped-def]
+def test_failing_sink_asks_for_reconcile_and_keeps_going(
+    workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink
+) -> None:
     make_watcher()
     sink.fail_next = 1
     write(workspace / "lost.md")
@@ -204,7 +235,7 @@ def test_failing_sink_asks_for_reconcile_and_keeps_going(workspace, make_watcher
     assert sink.wait(lambda s: ("created", "next.md") in kinds(s))
 
 
-def test_stop_flushes_pending_changes(workspace, sink):  # type: ignore[no-untyped-def]
+def test_stop_flushes_pending_changes(workspace: Path, sink: RecordingSink) -> None:
     config = WatcherConfig(debounce=DebounceConfig(5.0, 10.0, 5.0))
     watcher = Watcher(workspace, sink, config=config)
     watcher.start()
@@ -217,7 +248,9 @@ def test_stop_flushes_pending_changes(workspace, sink):  # type: ignore[no-untyp
     assert watcher.health().state == "stopped"
 
 
-def test_take_pending_hands_the_change_to_the_caller(workspace, make_watcher, sink, quiet):  # type: ignore[no-untyped-def]
+def test_take_pending_hands_the_change_to_the_caller(
+    workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink, quiet: QuietFn
+) -> None:
     watcher = make_watcher(debounce=DebounceConfig(2.0, 5.0, 2.0))
     write(workspace / "edited.md")
     deadline = time.monotonic() + 5
@@ -229,7 +262,7 @@ def test_take_pending_hands_the_change_to_the_caller(workspace, make_watcher, si
     assert sink.changes == []
 
 
-def test_start_twice_is_an_error(workspace, make_watcher):  # type: ignore[no-untyped-def]
+def test_start_twice_is_an_error(workspace: Path, make_watcher: WatcherFactory) -> None:
     watcher = make_watcher()
     with pytest.raises(RuntimeError):
         watcher.start()
