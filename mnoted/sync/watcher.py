@@ -383,6 +383,7 @@ class Watcher:
         self._next_restart: float | None = None
         self._backoff = self.config.restart_backoff
         self._next_fallback: float | None = None
+        self._fallback_reason = ReconcileReason.WATCHER_DIED  # repeated while not RUNNING
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -534,6 +535,7 @@ class Watcher:
             with self._cond:
                 self._state = WatcherState.FAILED
                 self._last_error = message
+                self._fallback_reason = reason
                 self._schedule_restart_locked()
                 self._signal_locked(reason, message)
             return False
@@ -596,6 +598,7 @@ class Watcher:
                     )
                     logger.error("sync: %s", message)
                     self._last_error = message
+                    self._fallback_reason = ReconcileReason.WATCH_LIMIT
                     self._next_fallback = self._clock() + self.config.fallback_interval
                     self._signal_locked(ReconcileReason.WATCH_LIMIT, message)
             else:
@@ -769,6 +772,7 @@ class Watcher:
                     self._state = WatcherState.FAILED
                     if self._last_error is None or root_gone:
                         self._last_error = message
+                    self._fallback_reason = reason
                     self._schedule_restart_locked()
                     self._signal_locked(reason, message)
                 return
@@ -780,12 +784,9 @@ class Watcher:
                 self._next_fallback = None
             elif fallback_due and state in (WatcherState.DEGRADED, WatcherState.FAILED):
                 self._next_fallback = now + self.config.fallback_interval
-                reason = (
-                    ReconcileReason.WATCH_LIMIT
-                    if state is WatcherState.DEGRADED
-                    else ReconcileReason.WATCHER_DIED
+                self._signal_locked(
+                    self._fallback_reason, "periodic reconciliation while watching is incomplete"
                 )
-                self._signal_locked(reason, "periodic reconciliation while watching is incomplete")
         if state is WatcherState.FAILED and restart_due and not self._stopping:
             with self._cond:
                 self._restarts += 1
