@@ -1,0 +1,50 @@
+"""Edits made outside mnoted, turned into settled changes for the store.
+
+``debounce`` and ``ignore`` are pure (time and Git's ignore rules are
+injected); ``own_writes`` reads files; ``watcher`` owns the inotify observer
+and the driver thread. See docs/sync.md.
+"""
+
+from mnoted.sync.debounce import (
+    ChangeKind,
+    DebounceConfig,
+    Debouncer,
+    EventKind,
+    FsEvent,
+    SettledBatch,
+    SettledChange,
+)
+from mnoted.sync.ignore import IgnoreReason, IgnoreRules
+from mnoted.sync.own_writes import ABSENT, OwnWrites, blob_id, read_blob_id
+from mnoted.sync.watcher import (
+    EVENT_FILTER,
+    ReconcileReason,
+    SyncSink,
+    Watcher,
+    WatcherConfig,
+    WatcherHealth,
+    WatcherState,
+)
+
+__all__ = [
+    "ABSENT",
+    "EVENT_FILTER",
+    "ChangeKind",
+    "DebounceConfig",
+    "Debouncer",
+    "EventKind",
+    "FsEvent",
+    "IgnoreReason",
+    "IgnoreRules",
+    "OwnWrites",
+    "ReconcileReason",
+    "SettledBatch",
+    "SettledChange",
+    "SyncSink",
+    "Watcher",
+    "WatcherConfig",
+    "WatcherHealth",
+    "WatcherState",
+    "blob_id",
+    "read_blob_id",
+]

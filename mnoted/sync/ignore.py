@@ -1,0 +1,146 @@
+"""What the sync layer never commits and never lets wake the debouncer.
+
+One predicate, :class:`IgnoreRules`, answers "is this workspace path ignored?"
+for the watcher and the debouncer alike, so a temp file can never be committed
+by one part and tracked by another. It is pure: the only outside knowledge,
+Git's ignore rules, arrives as an injected callable (in the daemon a wrapper of
+``pygit2.Repository.path_is_ignored``), and its answers are cached because
+every filesystem event asks.
+
+Paths are workspace-relative POSIX strings (``notes/plan.md``), never absolute.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from enum import StrEnum
+
+__all__ = [
+    "INTERNAL_DIRS",
+    "MNOTE_TEMP_PREFIX",
+    "IgnoreReason",
+    "IgnoreRules",
+    "is_internal",
+    "temp_pattern",
+]
+
+INTERNAL_DIRS: frozenset[str] = frozenset({".git", ".mnote"})
+"""Folders owned by Git or by mnoted: anything below them is the daemon's own state."""
+
+MNOTE_TEMP_PREFIX = ".mnote-tmp-"
+"""Prefix of the temp files mnoted's atomic writes create next to their target."""
+
+# Editor and tool temp / swap / backup names, matched against the file's base name.
+# Each entry names who produces it, so docs/sync.md and the tests can list them.
+_TEMP_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("mnoted atomic write", re.compile(re.escape(MNOTE_TEMP_PREFIX) + r".*\Z", re.S)),
+    ("backup (vim, emacs, many tools)", re.compile(r".*~\Z", re.S)),
+    ("vim/nano swap", re.compile(r".*\.(sw[a-p]|swpx)\Z", re.S)),
+    ("emacs auto-save", re.compile(r"#.*#\Z", re.S)),
+    ("emacs lock link", re.compile(r"\.#.*\Z", re.S)),
+    ("jetbrains safe write", re.compile(r".*___jb_(tmp|old|bak)___\Z", re.S)),
+    ("gedit / gio safe write", re.compile(r"\.goutputstream-.*\Z", re.S)),
+    ("sed -i", re.compile(r"sed[A-Za-z0-9]{6}\Z")),
+    ("kate swap", re.compile(r".*\.kate-swp\Z", re.S)),
+    ("libreoffice lock", re.compile(r"\.~lock\..*#\Z", re.S)),
+)
+
+# vim probes whether it may create files in a folder with a file named 4913,
+# then 5036, 5159, ... (4913 + k * 123) while the name is taken.
+_VIM_PROBE_FIRST = 4913
+_VIM_PROBE_STEP = 123
+
+
+class IgnoreReason(StrEnum):
+    """Why a path is ignored; logged and shown in docs."""
+
+    INTERNAL = "internal"
+    TEMP = "temp"
+    GITIGNORED = "gitignored"
+
+
+def is_internal(rel_path: str) -> bool:
+    """Whether a path lies in ``.git/`` or ``.mnote/`` (at any depth: nested repositories too)."""
+    return any(part in INTERNAL_DIRS for part in rel_path.split("/"))
+
+
+def temp_pattern(name: str) -> str | None:
+    """Which editor's temp/swap/backup pattern a base name matches, or None."""
+    if name.isdigit() and name.isascii():
+        number = int(name)
+        if number >= _VIM_PROBE_FIRST and (number - _VIM_PROBE_FIRST) % _VIM_PROBE_STEP == 0:
+            return "vim write probe"
+    for who, pattern in _TEMP_PATTERNS:
+        if pattern.match(name):
+            return who
+    return None
+
+
+GitIgnoredFn = Callable[[str], bool]
+"""``(rel_path) -> bool``; for folders the path ends with ``/``."""
+
+
+class IgnoreRules:
+    """The one ignore predicate: ``rules(rel_path, is_dir) -> bool``.
+
+    ``is_gitignored`` is called with a workspace-relative path (folders end with
+    ``/``); the answer is cached (LRU, ``cache_size`` entries) until
+    :meth:`invalidate`, which the watcher calls whenever a ``.gitignore`` changes.
+    The callable runs on the watcher's event thread; if it wraps a pygit2
+    ``Repository``, give it one of its own (repositories are not thread safe).
+    A callable that raises is treated as "not ignored": committing a file too
+    many is recoverable, silently dropping one is not.
+    """
+
+    def __init__(
+        self, is_gitignored: GitIgnoredFn | None = None, *, cache_size: int = 65536
+    ) -> None:
+        self._is_gitignored = is_gitignored
+        self._cache: OrderedDict[str, bool] = OrderedDict()
+        self._lock = threading.Lock()  # invalidate() may come from another thread
+        self._cache_size = cache_size
+        self.gitignore_errors = 0
+
+    def __call__(self, rel_path: str, is_dir: bool = False) -> bool:
+        return self.reason(rel_path, is_dir) is not None
+
+    def reason(self, rel_path: str, is_dir: bool = False) -> IgnoreReason | None:
+        """Why ``rel_path`` is ignored, or None if it is a path to sync."""
+        if not rel_path or rel_path == ".":
+            return None
+        if is_internal(rel_path):
+            return IgnoreReason.INTERNAL
+        name = rel_path.rsplit("/", 1)[-1]
+        if not is_dir and temp_pattern(name) is not None:
+            return IgnoreReason.TEMP
+        if self._is_gitignored is not None and name != ".gitignore":
+            key = rel_path + "/" if is_dir else rel_path
+            if self._gitignored(key):
+                return IgnoreReason.GITIGNORED
+        return None
+
+    def invalidate(self) -> None:
+        """Forget cached Git answers (a ``.gitignore`` or ``info/exclude`` changed)."""
+        with self._lock:
+            self._cache.clear()
+
+    def _gitignored(self, key: str) -> bool:
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+                return cached
+        assert self._is_gitignored is not None
+        try:
+            answer = bool(self._is_gitignored(key))
+        except Exception:
+            self.gitignore_errors += 1
+            return False
+        with self._lock:
+            self._cache[key] = answer
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return answer

@@ -1,0 +1,134 @@
+"""Recognise the daemon's own writes so they are not committed a second time.
+
+The store tells :class:`OwnWrites` "I am writing path P with blob id H" before
+it writes (and "P now holds H" after every commit of P, its own or an external
+one). When a settled change's file has exactly that content, the watcher drops
+it before it reaches the sink. Content ids are Git blob ids (SHA-1 of
+``blob <size>\\0<data>``), so the store can pass ``str(oid)`` from pygit2.
+
+This is only an early filter; the store still compares with the last
+committed blob before committing. It is built to fail towards committing: a
+settled content that differs from the registered one clears the entry, so a
+later return to the registered content is a real change and is not hidden.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat
+import threading
+from dataclasses import dataclass
+
+from mnoted.sync.debounce import ChangeKind, SettledChange
+
+__all__ = ["ABSENT", "OwnWrites", "blob_id", "read_blob_id"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Absent:
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT = _Absent()
+"""Registered content of a path mnoted deleted or renamed away."""
+
+Content = str | _Absent
+
+_CHUNK = 1 << 20
+
+
+def blob_id(data: bytes) -> str:
+    """Git's blob id of ``data`` (what ``pygit2.hash(data)`` returns, as hex)."""
+    digest = hashlib.sha1(b"blob %d\0" % len(data), usedforsecurity=False)
+    digest.update(data)
+    return digest.hexdigest()
+
+
+def read_blob_id(path: str) -> Content | None:
+    """Blob id of the regular file at ``path``; ABSENT if missing; None if unreadable.
+
+    Never follows a symlink (``O_NOFOLLOW``): a link could point out of the
+    workspace, and Git stores the link itself, not its target.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return ABSENT
+    except OSError as exc:
+        if exc.errno in (errno.ENOTDIR,):
+            return ABSENT
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        digest = hashlib.sha1(b"blob %d\0" % st.st_size, usedforsecurity=False)
+        size = 0
+        while chunk := os.read(fd, _CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+        if size != st.st_size:  # changed under us: let the next event decide
+            return None
+        return digest.hexdigest()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+class OwnWrites:
+    """Thread-safe map of path -> content mnoted last wrote or committed there."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._known: dict[str, Content] = {}
+        self.dropped = 0
+
+    def expect(self, path: str, content: Content) -> None:
+        """Register that mnoted is writing ``content`` (a blob id, or ABSENT) at ``path``."""
+        with self._lock:
+            self._known[path] = content
+
+    def committed(self, path: str, content: Content) -> None:
+        """Register the content of ``path`` in the commit just made (any actor)."""
+        self.expect(path, content)
+
+    def forget(self, path: str) -> None:
+        """Stop recognising ``path`` (e.g. after a failed write the store rolled back)."""
+        with self._lock:
+            self._known.pop(path, None)
+
+    def knows(self, path: str) -> bool:
+        """Whether mnoted registered content for ``path``."""
+        with self._lock:
+            return path in self._known
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._known)
+
+    def is_own(self, change: SettledChange, current: dict[str, Content | None]) -> bool:
+        """Whether ``change`` only restates what mnoted wrote.
+
+        ``current`` maps each path of the change to its content now (see
+        :func:`read_blob_id`). A mismatch forgets that path's registration.
+        """
+        with self._lock:
+            if change.kind is ChangeKind.RENAMED:
+                assert change.old_path is not None
+                new_ok = self._matches(change.path, current.get(change.path))
+                old_ok = self._matches(change.old_path, current.get(change.old_path))
+                return new_ok and old_ok
+            return self._matches(change.path, current.get(change.path))
+
+    def _matches(self, path: str, actual: Content | None) -> bool:
+        known = self._known.get(path)
+        if known is None or actual is None:
+            return False
+        if known == actual:
+            return True
+        del self._known[path]
+        return False

@@ -1,0 +1,291 @@
+"""Each editor's real save sequence, on a real inotify watcher: one settled change per save.
+
+The file operations below are the system calls those editors make (as seen
+with strace): creat/write/close, rename, unlink, symlink for Emacs' lock,
+ftruncate for VS Code. Nothing is faked but the editors themselves.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from mnoted.sync.ignore import IgnoreRules
+from mnoted.sync.own_writes import blob_id
+
+Triple = tuple[str, str, str | None]
+
+if TYPE_CHECKING:
+    from conftest import QuietFn, RecordingSink, WatcherFactory
+
+
+def write(path: Path, data: bytes, flags: int = os.O_CREAT | os.O_TRUNC) -> None:
+    fd = os.open(path, os.O_WRONLY | flags, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def vim_nowritebackup_probe(d: Path) -> None:
+    probe = d / "4913"
+    fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    os.close(fd)
+    os.unlink(probe)
+
+
+def vim_backupcopy_no(root: Path, _: Path) -> None:
+    write(root / ".x.md.swp", b"swap 1")  # the swap file is written while editing
+    vim_nowritebackup_probe(root)
+    os.rename(root / "x.md", root / "x.md~")
+    write(root / "x.md", b"# x\nedited in vim\n")
+    os.chmod(root / "x.md", 0o644)
+    os.unlink(root / "x.md~")
+    write(root / ".x.md.swp", b"swap 2")
+
+
+def vim_backupcopy_yes(root: Path, _: Path) -> None:
+    vim_nowritebackup_probe(root)
+    shutil.copyfile(root / "x.md", root / "x.md~")
+    write(root / "x.md", b"# x\nedited in vim (backupcopy=yes)\n", os.O_TRUNC)
+    os.unlink(root / "x.md~")
+
+
+def jetbrains(root: Path, _: Path) -> None:
+    write(root / "x.md___jb_tmp___", b"# x\nedited in IntelliJ\n")
+    os.rename(root / "x.md", root / "x.md___jb_old___")
+    os.rename(root / "x.md___jb_tmp___", root / "x.md")
+    os.unlink(root / "x.md___jb_old___")
+
+
+def gedit(root: Path, _: Path) -> None:
+    write(root / ".goutputstream-8KZ2V1", b"# x\nedited in gedit\n")
+    os.rename(root / ".goutputstream-8KZ2V1", root / "x.md")
+
+
+def emacs(root: Path, _: Path) -> None:
+    os.symlink("tester@host.4242:1700000000", root / ".#x.md")  # lock, a dangling link
+    write(root / "#x.md#", b"auto-save")
+    os.rename(root / "x.md", root / "x.md~")  # first save of the session keeps a backup
+    write(root / "x.md", b"# x\nedited in emacs\n")
+    os.unlink(root / "#x.md#")
+    os.unlink(root / ".#x.md")
+
+
+def vscode(root: Path, _: Path) -> None:
+    fd = os.open(root / "x.md", os.O_WRONLY)
+    try:
+        os.ftruncate(fd, 0)  # first IN_MODIFY
+        os.write(fd, b"# x\nedited in VS Code\n")  # second IN_MODIFY
+    finally:
+        os.close(fd)
+
+
+def sed_i(root: Path, _: Path) -> None:
+    fd = os.open(root / "sedQ7a9Zk", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, b"# x\nedited with sed\n")
+    os.fchmod(fd, 0o644)
+    os.close(fd)
+    os.rename(root / "sedQ7a9Zk", root / "x.md")
+
+
+def sed_i_real(root: Path, _: Path) -> None:
+    subprocess.run(["sed", "-i", "s/original/changed by GNU sed/", str(root / "x.md")], check=True)
+
+
+def cp_new(root: Path, outside: Path) -> None:
+    shutil.copyfile(outside, root / "copy.md")
+
+
+def cp_over(root: Path, outside: Path) -> None:
+    shutil.copyfile(outside, root / "x.md")
+
+
+def mv_within(root: Path, _: Path) -> None:
+    os.rename(root / "x.md", root / "y.md")
+
+
+def mv_across(root: Path, _: Path) -> None:
+    os.rename(root / "d1" / "a.md", root / "d2" / "a.md")
+
+
+def mv_in_from_outside(root: Path, outside: Path) -> None:
+    os.rename(outside, root / "arrived.md")
+
+
+def mv_out(root: Path, outside: Path) -> None:
+    os.rename(root / "x.md", outside.parent / "left.md")
+
+
+def delete(root: Path, _: Path) -> None:
+    os.unlink(root / "x.md")
+
+
+def delete_recreate(root: Path, _: Path) -> None:
+    os.unlink(root / "x.md")
+    write(root / "x.md", b"# x\nrecreated\n")
+
+
+def folder_rename(root: Path, _: Path) -> None:
+    os.rename(root / "d1", root / "renamed")
+
+
+def mnoted_unregistered_atomic_write(root: Path, _: Path) -> None:
+    write(root / ".mnote-tmp-5f1c", b"# x\nwritten by another mnoted\n")
+    os.replace(root / ".mnote-tmp-5f1c", root / "x.md")
+
+
+def git_commit(root: Path, _: Path) -> None:
+    subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(root), "commit", "-qm", "by git"], check=True)
+    subprocess.run(["git", "-C", str(root), "gc", "-q"], check=True)
+
+
+@dataclass(frozen=True)
+class Case:
+    act: Callable[[Path, Path], None]
+    expected: list[Triple]
+
+
+CASES: dict[str, Case] = {
+    "vim_backupcopy_no": Case(vim_backupcopy_no, [("modified", "x.md", None)]),
+    "vim_backupcopy_yes": Case(vim_backupcopy_yes, [("modified", "x.md", None)]),
+    "jetbrains": Case(jetbrains, [("modified", "x.md", None)]),
+    "gedit": Case(gedit, [("modified", "x.md", None)]),
+    "emacs": Case(emacs, [("modified", "x.md", None)]),
+    "vscode": Case(vscode, [("modified", "x.md", None)]),
+    "sed_i": Case(sed_i, [("modified", "x.md", None)]),
+    "sed_i_gnu": Case(sed_i_real, [("modified", "x.md", None)]),
+    "cp_new": Case(cp_new, [("created", "copy.md", None)]),
+    "cp_over": Case(cp_over, [("modified", "x.md", None)]),
+    "mv_within": Case(mv_within, [("renamed", "y.md", "x.md")]),
+    "mv_across": Case(mv_across, [("renamed", "d2/a.md", "d1/a.md")]),
+    "mv_in": Case(mv_in_from_outside, [("created", "arrived.md", None)]),
+    "mv_out": Case(mv_out, [("deleted", "x.md", None)]),
+    "delete": Case(delete, [("deleted", "x.md", None)]),
+    "delete_recreate": Case(delete_recreate, [("modified", "x.md", None)]),
+    "folder_rename": Case(
+        folder_rename,
+        [("renamed", "renamed/a.md", "d1/a.md"), ("renamed", "renamed/sub/b.md", "d1/sub/b.md")],
+    ),
+    "atomic_write": Case(mnoted_unregistered_atomic_write, [("modified", "x.md", None)]),
+    "git_commit": Case(git_commit, []),
+}
+
+
+def seed(root: Path) -> None:
+    (root / "x.md").write_text("# x\noriginal\n")
+    for d in ("d1", "d2", "d1/sub"):
+        (root / d).mkdir()
+    (root / "d1" / "a.md").write_text("a\n")
+    (root / "d1" / "sub" / "b.md").write_text("b\n")
+
+
+def triples(sink: RecordingSink) -> list[Triple]:
+    return sorted((c.kind.value, c.path, c.old_path) for c in sink.changes)
+
+
+def assert_no_temp_names(sink: RecordingSink) -> None:
+    rules = IgnoreRules()
+    for change in sink.changes:
+        for path in (change.path, change.old_path):
+            assert path is None or not rules(path), f"temp or internal path delivered: {path}"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_one_settled_change_per_save(
+    name: str,
+    workspace: Path,
+    tmp_path: Path,
+    make_watcher: WatcherFactory,
+    sink: RecordingSink,
+    quiet: QuietFn,
+) -> None:
+    case = CASES[name]
+    seed(workspace)
+    outside = tmp_path / "outside.md"
+    outside.write_text("# from outside\n")
+    watcher = make_watcher()
+    case.act(workspace, outside)
+    if case.expected:
+        assert sink.wait(lambda s: len(s.changes) >= len(case.expected)), triples(sink)
+    quiet(watcher)
+    assert triples(sink) == sorted(case.expected)
+    assert_no_temp_names(sink)
+    if name == "folder_rename":
+        assert set(sink.batches[-1].rescan_dirs) >= {"d1", "renamed"}
+    health = watcher.health()
+    assert health.state == "running" and health.overflows == 0
+
+
+def test_two_saves_in_separate_windows_are_two_changes(
+    workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink, quiet: QuietFn
+) -> None:
+    seed(workspace)
+    watcher = make_watcher()
+    vscode(workspace, workspace)
+    assert sink.wait(lambda s: len(s.changes) == 1)
+    jetbrains(workspace, workspace)
+    assert sink.wait(lambda s: len(s.changes) == 2)
+    quiet(watcher)
+    assert triples(sink) == [("modified", "x.md", None)] * 2
+
+
+def test_burst_of_1000_files(
+    workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink, quiet: QuietFn
+) -> None:
+    for i in range(10):
+        (workspace / f"f{i}").mkdir()
+    watcher = make_watcher()
+    for i in range(1000):
+        write(workspace / f"f{i % 10}" / f"note{i:04}.md", b"burst %d\n" % i)
+    assert sink.wait(lambda s: len(s.changes) >= 1000, timeout=20)
+    quiet(watcher)
+    changes = sink.changes
+    assert len(changes) == 1000
+    assert {c.kind.value for c in changes} == {"created"}
+    assert len({c.path for c in changes}) == 1000
+    assert watcher.health().overflows == 0
+
+
+def test_own_atomic_write_is_dropped_early(
+    workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink, quiet: QuietFn
+) -> None:
+    seed(workspace)
+    watcher = make_watcher()
+    data = b"# x\nwritten by mnoted\n"
+    watcher.own_writes.expect("x.md", blob_id(data))
+    write(workspace / ".mnote-tmp-a1b2", data)
+    os.replace(workspace / ".mnote-tmp-a1b2", workspace / "x.md")
+    quiet(watcher)
+    assert sink.changes == []
+    assert watcher.health().own_writes_dropped == 1
+    # A person's edit afterwards is not mistaken for mnoted's.
+    write(workspace / "x.md", b"# x\nperson\n")
+    assert sink.wait(lambda s: len(s.changes) == 1)
+    assert triples(sink) == [("modified", "x.md", None)]
+
+
+def test_gitignored_files_never_reach_the_sink(
+    workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink, quiet: QuietFn
+) -> None:
+    import pygit2
+
+    (workspace / ".gitignore").write_text("build/\n*.log\n")
+    (workspace / "build").mkdir()
+    repo = pygit2.Repository(str(workspace))
+    watcher = make_watcher(ignore=IgnoreRules(lambda p: bool(repo.path_is_ignored(p))))
+    write(workspace / "build" / "out.md", b"generated")
+    write(workspace / "debug.log", b"noise")
+    write(workspace / "kept.md", b"kept")
+    assert sink.wait(lambda s: len(s.changes) >= 1)
+    quiet(watcher)
+    assert triples(sink) == [("created", "kept.md", None)]
