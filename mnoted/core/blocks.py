@@ -57,6 +57,16 @@ class Block:
         if self.head_end < 0:
             self.head_end = self.end
 
+    def signature(self) -> tuple[Any, ...]:
+        """What the block is apart from its children: equal signatures, same block content.
+
+        A list or quote is its props (its text is its children's); the parser writes
+        props in a fixed order, so they compare as they are.
+        """
+        if self.type in ("list", "quote"):
+            return (self.type, tuple(self.props.items()))
+        return (self.type, self.text, tuple(self.props.items()))
+
     def walk(self) -> Iterator[Block]:
         """This block and its descendants, in document order."""
         yield self

@@ -75,23 +75,16 @@ def unified_diff(before: Page, after: Page) -> str:
     )
 
 
-def _own(block: Block) -> tuple[Any, ...]:
-    """What a block is apart from its children (the parser writes props in a fixed order)."""
-    if block.type in ("list", "quote"):
-        return (block.type, tuple(block.props.items()))
-    return (block.type, block.text, tuple(block.props.items()))
-
-
 def changed_ids(before: Page, after: Page, also: Sequence[str] = ()) -> list[str]:
     """Ids inserted, deleted or changed in themselves (not merely through a child)."""
     old = before.index
     new = after.index
     if after.window is not None:
         old_ids, new_ids = after.window
-        out = [i for i in new_ids if i not in old or _own(old[i]) != _own(new[i])]
+        out = [i for i in new_ids if i not in old or old[i].signature() != new[i].signature()]
         out += [i for i in old_ids if i not in new]
     else:
-        out = [i for i, b in new.items() if i not in old or _own(old[i]) != _own(b)]
+        out = [i for i, b in new.items() if i not in old or old[i].signature() != b.signature()]
         out += [i for i in old if i not in new]
     out += [i for i in also if i not in out and (i in new or i in old)]
     order = {i: n for n, i in enumerate(new)}
@@ -179,7 +172,7 @@ def _others_unchanged(page: Page, new_page: Page, replaced: Sequence[Block]) -> 
         if b.id in gone:
             continue
         other = index.get(b.id)
-        if other is None or (other is not b and _own(other) != _own(b)):
+        if other is None or (other is not b and other.signature() != b.signature()):
             return False
         if old_parents.get(b.id) != new_parents.get(b.id):
             return False

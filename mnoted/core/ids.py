@@ -71,13 +71,6 @@ def _similarity(a: Block, b: Block) -> float:
 _ITEMS = frozenset({"list_item", "task_item"})
 
 
-def _own(block: Block) -> tuple[object, ...]:
-    """What a block is apart from its children (a list is its props, an item its text)."""
-    if block.type in ("list", "quote"):
-        return (block.type, sorted(block.props.items()))
-    return (block.type, block.text, sorted(block.props.items(), key=lambda kv: kv[0]))
-
-
 def _match_region(
     old: Sequence[Block],
     new: Sequence[Block],
@@ -112,6 +105,13 @@ def _match_region(
                 if n not in pairs and o not in taken:
                     pairs[n] = o
                     taken.add(o)
+            # What is left of a one-for-one rewrite pairs by position (same type only).
+            rest_o = [o for o in ro if o not in taken]
+            rest_n = [n for n in rn if n not in pairs]
+            if len(rest_o) == len(rest_n):
+                for o, n in zip(rest_o, rest_n, strict=True):
+                    if old[o].type == new[n].type:
+                        pairs[n] = o
 
 
 def match_blocks(
@@ -135,7 +135,7 @@ def match_blocks(
                 j is not None
                 and j not in pairs
                 and new[j].end - 1 == ne
-                and _own(new[j]) == _own(b)
+                and new[j].signature() == b.signature()
             ):
                 pairs[j] = i
     # Regions between pinned pairs, matched in order (monotone pins only).

@@ -1,0 +1,163 @@
+"""Handlers of the ``mnote.doc.*``, ``mnote.block.*`` and ``mnote.workspace.*`` tools (seed 003)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mnoted.core import commands as C
+from mnoted.core.markdown_edit import markdown_edit
+from mnoted.core.views import build_context
+from mnoted.errors import InvalidArguments, TargetOutOfScope
+from mnoted.service.executor import Call, WritePlan, handles, page_write
+
+
+@handles("mnote.doc.fetch")
+def doc_fetch(call: Call) -> dict[str, Any]:
+    loaded = call.load()
+    args = call.args
+    context = build_context(
+        loaded.page,
+        document_id=loaded.doc.document_id,
+        revision=loaded.revision,
+        workspace_id=call.ws.workspace_id,
+        scope=args.scope,
+        fmt=args.format,
+        block_ids=args.blockIds,
+        query=args.query,
+        budget=args.budget,
+        cursor=args.cursor,
+        editable=not (loaded.page.options["protectEditing"] and not call.actor.is_owner),
+    )
+    return {**context, "path": loaded.path}
+
+
+@handles("mnote.block.fetch")
+def block_fetch(call: Call) -> dict[str, Any]:
+    loaded = call.load()
+    context = build_context(
+        loaded.page,
+        document_id=loaded.doc.document_id,
+        revision=loaded.revision,
+        workspace_id=call.ws.workspace_id,
+        scope="block",
+        fmt=call.args.format,
+        block_ids=[call.args.blockId],
+    )
+    return {**context, "path": loaded.path}
+
+
+def _check_scope(allowed: list[str] | None, ids: list[str | None]) -> None:
+    if allowed is None:
+        return
+    outside = [i for i in ids if i is not None and i not in allowed]
+    if outside:
+        raise TargetOutOfScope(
+            f"block {outside[0]!r} is outside allowedTargetBlockIds",
+            blockIds=outside,
+            allowedTargetBlockIds=allowed,
+        )
+
+
+@handles("mnote.doc.markdown_edit")
+def doc_markdown_edit(call: Call) -> WritePlan:
+    loaded = call.load()
+    edits = [op.model_dump(exclude_none=True) for op in call.args.operations]
+    edit = markdown_edit(loaded.page, edits, call.args.allowedTargetBlockIds)
+    return page_write(call, loaded, edit, editsApplied=len(edits))
+
+
+@handles("mnote.doc.apply_block_ops")
+def doc_apply_block_ops(call: Call) -> WritePlan:
+    loaded = call.load()
+    allowed = call.args.allowedTargetBlockIds
+    page = loaded.page
+    results = []
+    inserted: list[str] = []
+    for n, op in enumerate(call.args.operations):
+        fields = op.model_dump(exclude_none=True)
+        name = fields.pop("command")
+        targets = [
+            fields.get("block_id"),
+            fields.get("after_block_id"),
+            fields.get("target_parent_id"),
+        ]
+        # Blocks this run inserted itself may be targeted by its later operations.
+        _check_scope(None if allowed is None else [*allowed, *inserted], targets)
+        block = fields.get("block")
+        if isinstance(block, dict):
+            fields["block"] = {k: v for k, v in block.items() if v is not None}
+        try:
+            result = C.apply_block_command(page, name, fields)
+        except InvalidArguments as exc:
+            raise InvalidArguments(
+                f"operation {n} ({name}): {exc.message}", hint=exc.hint
+            ) from None
+        if "insertedBlockId" in result.details:
+            inserted.append(result.details["insertedBlockId"])
+        results.append(
+            {"command": name, **result.details, "changedBlockIds": result.changed_block_ids}
+        )
+        page = result.page
+    edit = C.EditResult("apply_block_ops", page, loaded.page, C.changed_ids(loaded.page, page, []))
+    return page_write(call, loaded, edit, operations=results)
+
+
+@handles("mnote.workspace.list")
+def workspace_list(call: Call) -> dict[str, Any]:
+    ws = call.ws
+    args = call.args
+    folder = (args.folder or "").strip("/")
+    needle = (args.query or "").casefold()
+    pages: list[dict[str, Any]] = []
+    truncated = False
+    for doc in sorted(ws.documents(), key=lambda d: d.path):
+        if folder and not doc.path.startswith(folder + "/"):
+            continue
+        if not call.actor.may_access(doc.path):
+            continue
+        blob = ws.blob_id(doc.path)
+        data = ws.read_head(doc.path)
+        if blob is None or data is None:
+            continue
+        page = call.service.pages.page_for(ws, doc, blob, data)
+        if needle and needle not in doc.path.casefold() and needle not in page.title.casefold():
+            continue
+        if len(pages) >= args.limit:
+            truncated = True
+            break
+        pages.append(
+            {
+                "documentId": doc.document_id,
+                "path": doc.path,
+                "title": page.title,
+                "revision": ws.revision_of(doc.path),
+            }
+        )
+    return {"workspaceId": ws.workspace_id, "pages": pages, "truncated": truncated}
+
+
+@handles("mnote.doc.history")
+def doc_history(call: Call) -> dict[str, Any]:
+    loaded = call.load()
+    entries = call.ws.history(loaded.doc.document_id, limit=call.args.limit)
+    commits = []
+    for e in entries:
+        item: dict[str, Any] = {
+            "commit": e.commit,
+            "path": e.path,
+            "status": e.status,
+            "commandId": e.command_id,
+            "actor": e.actor,
+            "subject": e.subject,
+            "time": e.time,
+        }
+        if e.old_path:
+            item["oldPath"] = e.old_path
+        if e.command_id:
+            found = call.ws.find_command(command_id=e.command_id)
+            if found:
+                item["traceId"] = found[0].trace_id
+                item["tool"] = found[0].trailers.get("Mnote-Tool")
+                item["toolCallId"] = found[0].trailers.get("Mnote-Tool-Call-Id")
+        commits.append(item)
+    return {"documentId": loaded.doc.document_id, "path": loaded.path, "commits": commits}

@@ -1,0 +1,460 @@
+"""The tool executor: authorize → validate → idempotency → revision check → apply → commit → audit.
+
+Every ``mnote.*`` call, whatever door it came through (socket, CLI, MCP, Hermes), runs
+here, in this order, on the thread that owns the workspace. Every check reads the tool's
+one declaration (:mod:`mnoted.contract.tools`); handlers (one module per tool family)
+only compute what a call reads or plans to write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from mnoted.contract.envelope import Audit, ErrorBody, ToolRequest, ToolResponse
+from mnoted.contract.manifest import availability, scope_covers
+from mnoted.contract.tools import TOOLS, ToolSpec, lookup
+from mnoted.core.commands import EditResult
+from mnoted.core.page import Page
+from mnoted.errors import (
+    Conflict,
+    InternalError,
+    InvalidArguments,
+    MnoteError,
+    NotFound,
+    PermissionDenied,
+    ToolDisabled,
+    UnknownTool,
+)
+from mnoted.service.actors import Actor
+from mnoted.service.events import EventBus
+from mnoted.service.pages import LoadedPage, PageCache
+from mnoted.store import Change, CommandMeta, DocRef, Workspace, Write
+
+
+@dataclass
+class WritePlan:
+    """What a write tool would do: the changes to commit and the result to report."""
+
+    command: str
+    changes: list[Change]
+    result: dict[str, Any]
+    loaded: LoadedPage | None = None
+    edit: EditResult | None = None
+    document: DocRef | None = None
+    after_commit: Callable[[Workspace, str], dict[str, Any]] | None = None
+    # Paths whose bytes on disk are the change (a file grant's release), committed as is.
+    from_disk: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Call:
+    """One call as handlers see it."""
+
+    spec: ToolSpec
+    request: ToolRequest
+    args: Any
+    actor: Actor
+    ws: Workspace
+    service: Service
+    now: float
+    extra_trailers: dict[str, str] = field(default_factory=dict)
+
+    def load(self, ref: str | None = None) -> LoadedPage:
+        """The call's document (or ``ref``), checked against the caller's grants."""
+        target = ref if ref is not None else self.document_ref
+        try:
+            loaded = self.service.pages.load(self.ws, target)
+        except NotFound:
+            raise self.service.hidden(target, self.actor) from None
+        if not self.actor.may_access(loaded.path):
+            raise self.service.hidden(target, self.actor)
+        return loaded
+
+    @property
+    def document_ref(self) -> str:
+        ref = self.request.documentId or self.request.path
+        if ref is None:
+            raise InvalidArguments("documentId (or path) is required")
+        return ref
+
+
+Handler = Callable[[Call], dict[str, Any] | WritePlan]
+HANDLERS: dict[str, Handler] = {}
+
+
+def handles(name: str) -> Callable[[Handler], Handler]:
+    """Register the handler of a declared tool (one handler per declaration)."""
+    if name not in TOOLS:
+        raise KeyError(f"{name} is not a declared tool")
+
+    def register(fn: Handler) -> Handler:
+        if name in HANDLERS:
+            raise KeyError(f"{name} already has a handler")
+        HANDLERS[name] = fn
+        return fn
+
+    return register
+
+
+def request_hash(spec: ToolSpec, request: ToolRequest, args: BaseModel) -> str:
+    """Fingerprint of what a write asks for (ids of the call itself left out)."""
+    body = {
+        "tool": spec.name,
+        "workspace": request.workspaceId,
+        "document": request.documentId or request.path,
+        "args": args.model_dump(mode="json", exclude_none=True),
+        "baseRevision": request.baseRevision,
+    }
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def _validation_message(exc: ValidationError) -> tuple[str, list[dict[str, Any]]]:
+    problems = [
+        {"field": ".".join(str(p) for p in err["loc"]) or "(request)", "problem": err["msg"]}
+        for err in exc.errors(include_url=False, include_input=False)
+    ]
+    first = problems[0]
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"{first['field']}: {first['problem']}{more}", problems
+
+
+class Service:
+    """The executor for the workspaces of one daemon."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.workspaces: dict[str, Workspace] = {}
+        self.pages = PageCache()
+        self.events = EventBus()
+        self.clock = clock
+
+    def add(self, ws: Workspace) -> None:
+        self.workspaces[ws.workspace_id] = ws
+
+    @staticmethod
+    def hidden(ref: str, actor: Actor) -> MnoteError:
+        """The one answer for a page that is missing or that the caller may not see."""
+        if actor.is_owner:
+            return NotFound(f"no page {ref!r} in this workspace", ref=ref)
+        return PermissionDenied(
+            f"no page {ref!r} is available to you",
+            hint="Check the documentId, or ask the owner for a grant that covers the page.",
+        )
+
+    # -- the pipeline ---------------------------------------------------------------------
+    def call(self, raw: Mapping[str, Any], actor: Actor) -> dict[str, Any]:
+        """Run one tool call; always returns a response envelope, never raises."""
+        name = str(raw.get("toolName", "")) if isinstance(raw, Mapping) else ""
+        try:
+            response = self._call(raw, actor)
+        except MnoteError as exc:
+            response = self._failure(raw, name, exc)
+        except Exception as exc:
+            response = self._failure(
+                raw, name, InternalError(f"internal error: {type(exc).__name__}: {exc}")
+            )
+        return response.to_wire()
+
+    def _failure(self, raw: Any, name: str, exc: MnoteError) -> ToolResponse:
+        fields = raw if isinstance(raw, Mapping) else {}
+        spec = lookup(name)
+        return ToolResponse(
+            ok=False,
+            toolName=spec.name if spec else name or "",
+            toolCallId=_str(fields.get("toolCallId")),
+            traceId=_str(fields.get("traceId", fields.get("trace_id"))),
+            result=None,
+            audit=Audit(
+                effect="none",
+                workspaceId=_str(fields.get("workspaceId")),
+                documentId=_str(fields.get("documentId", fields.get("document_id"))),
+            ),
+            error=ErrorBody(**exc.to_dict()),
+        )
+
+    def _call(self, raw: Mapping[str, Any], actor: Actor) -> ToolResponse:
+        if not isinstance(raw, Mapping):
+            raise InvalidArguments("a tool call must be a JSON object")
+        try:
+            request = ToolRequest.model_validate(raw)
+        except ValidationError as exc:
+            message, problems = _validation_message(exc)
+            raise InvalidArguments(message, problems=problems) from None
+        spec = lookup(request.toolName)
+        if spec is None:
+            raise UnknownTool(f"no tool named {request.toolName!r}", tool=request.toolName)
+        now = self.clock()
+        # 1. who: a valid token, acting as itself
+        if not actor.valid_at(now):
+            raise PermissionDenied("the token has expired or was revoked")
+        if request.actorId is not None and request.actorId != actor.actor_id and not actor.is_owner:
+            raise PermissionDenied("actorId does not match the token")
+        # 2. where: a workspace the caller is a member of
+        ws = self._workspace(request)
+        # 3. the tool is enabled, and 4. the declared and granted scopes suffice
+        avail = availability(spec, ws.config.disabled_tools, None)
+        if not avail["enabled"]:
+            raise ToolDisabled(f"{spec.name} is {avail['unsupportedReason']}", tool=spec.name)
+        if request.capabilityScope is not None and not scope_covers(
+            spec.scopes, request.capabilityScope
+        ):
+            raise PermissionDenied(
+                f"capabilityScope {request.capabilityScope} does not cover {list(spec.scopes)}",
+                hint="Declare the scopes the tool needs, or leave capabilityScope out.",
+            )
+        if actor.scopes is not None and not scope_covers(spec.scopes, actor.scopes):
+            raise PermissionDenied(f"this token lacks scope {', '.join(spec.scopes)}")
+        # 5. the envelope fields this tool requires, and its arguments
+        args = self._arguments(spec, request)
+        call = Call(spec, request, args, actor, ws, self, now)
+        handler = HANDLERS.get(spec.name)
+        if handler is None:
+            raise InternalError(f"{spec.name} is declared but has no handler")
+        if not spec.writes:
+            result = handler(call)
+            assert isinstance(result, dict)
+            return self._ok(
+                call,
+                result,
+                Audit(
+                    effect="read", workspaceId=ws.workspace_id, documentId=result.get("documentId")
+                ),
+            )
+        return self._write(call, handler)
+
+    def _workspace(self, request: ToolRequest) -> Workspace:
+        wid = request.workspaceId
+        if wid is None and len(self.workspaces) == 1:
+            return next(iter(self.workspaces.values()))
+        if wid is None:
+            raise InvalidArguments("workspaceId is required (this daemon serves several)")
+        ws = self.workspaces.get(wid)
+        if ws is None:
+            raise PermissionDenied(f"no workspace {wid!r} is available to you")
+        return ws
+
+    def _arguments(self, spec: ToolSpec, request: ToolRequest) -> BaseModel:
+        missing = [
+            f
+            for f in spec.required_fields
+            if getattr(request, f, None) is None and f != "workspaceId"
+        ]
+        if spec.needs_document and "documentId" in missing and request.path is not None:
+            missing.remove("documentId")
+        if missing:
+            raise InvalidArguments(
+                f"{spec.name} requires {', '.join(missing)}",
+                hint="Writes need idempotencyKey and an explicit dryRun; every call needs "
+                "sessionId, runId, toolCallId and traceId.",
+                missing=missing,
+            )
+        args = dict(request.args)
+        declared = set(spec.args.model_fields)
+        for key, value in request.extras().items():
+            if key in declared and key not in args:
+                args[key] = value
+            elif key not in declared:
+                raise InvalidArguments(f"unknown field {key!r} for {spec.name}", field=key)
+        try:
+            return spec.args.model_validate(args)
+        except ValidationError as exc:
+            message, problems = _validation_message(exc)
+            raise InvalidArguments(message, problems=problems) from None
+
+    def _ok(self, call: Call, result: dict[str, Any], audit: Audit) -> ToolResponse:
+        audit.actorId = call.actor.actor_id
+        return ToolResponse(
+            ok=True,
+            toolName=call.spec.name,
+            toolCallId=call.request.toolCallId,
+            traceId=call.request.traceId,
+            result=result,
+            audit=audit,
+        )
+
+    # -- writes ---------------------------------------------------------------------------
+    def _write(self, call: Call, handler: Handler) -> ToolResponse:
+        ws, request, spec = call.ws, call.request, call.spec
+        key = request.idempotencyKey
+        digest = request_hash(spec, request, call.args)
+        if key and not request.dryRun:
+            record = ws.idempotency.check(key, digest)
+            if record is not None and record.result_json:
+                stored = json.loads(record.result_json)
+                audit = Audit.model_validate({**stored["audit"], "replayed": True})
+                return self._ok(call, stored["result"], audit)
+        plan = handler(call)
+        assert isinstance(plan, WritePlan)
+        if plan.loaded is not None:
+            self._guard_page(call, plan)
+        changed = plan.edit.changed_block_ids if plan.edit else []
+        document_id = plan.document.document_id if plan.document else None
+        result = {"commandName": plan.command, "dryRun": bool(request.dryRun), **plan.result}
+        result.setdefault("changedBlockIds", changed)
+        if plan.edit is not None:
+            result.setdefault("diff", block_diff(plan.edit))
+            result.setdefault("unifiedDiff", plan.edit.diff)
+        if request.dryRun or not (plan.changes or plan.from_disk):
+            result.setdefault("revision", plan.loaded.revision if plan.loaded else None)
+            audit = Audit(
+                effect="dry_run" if request.dryRun else "none",
+                workspaceId=ws.workspace_id,
+                documentId=document_id,
+                revision=result["revision"],
+                changedBlockIds=changed,
+                commandName=plan.command,
+            )
+            return self._ok(call, result, audit)
+        meta = CommandMeta(
+            plan.command,
+            actor=call.actor.actor_id,
+            trace_id=request.traceId,
+            tool=spec.name,
+            tool_call_id=request.toolCallId,
+            run_id=request.runId,
+            session_id=request.sessionId,
+            idempotency_key=key,
+            request_hash=digest,
+        )
+        if plan.from_disk:
+            made = ws.commit_external(plan.from_disk, meta=meta)
+            if made is None:
+                return self._ok(
+                    call,
+                    {**result, "revision": None},
+                    Audit(
+                        effect="none",
+                        workspaceId=ws.workspace_id,
+                        documentId=document_id,
+                        commandName=plan.command,
+                    ),
+                )
+            commit = made
+        else:
+            commit = ws.apply(meta, plan.changes)
+        if commit.replayed:
+            raise Conflict(
+                "this idempotency key was committed before but its result was not kept",
+                hint="Read the page again; the earlier call's change is in its history.",
+                commit=commit.commit,
+            )
+        if plan.edit is not None and plan.document is not None:
+            blob = ws.blob_id(plan.document.path)
+            if blob is not None:
+                self.pages.remember_ids(ws, plan.document, blob, plan.edit.page)
+        if plan.after_commit is not None:
+            result.update(plan.after_commit(ws, commit.commit))
+        result["revision"] = commit.commit
+        audit = Audit(
+            effect="write",
+            commandId=commit.command_id,
+            workspaceId=ws.workspace_id,
+            documentId=document_id,
+            revision=commit.commit,
+            changedBlockIds=changed,
+            commandName=plan.command,
+            rebased=result.get("rebased") or None,
+        )
+        response = self._ok(call, result, audit)
+        if key:
+            stored = {"result": response.result, "audit": response.audit.model_dump(mode="json")}
+            ws.idempotency.record(key, digest, json.dumps(stored))
+        self.events.publish(
+            "commit",
+            workspaceId=ws.workspace_id,
+            documentId=document_id,
+            commit=commit.commit,
+            commandId=commit.command_id,
+            command=plan.command,
+            tool=spec.name,
+            toolCallId=request.toolCallId,
+            traceId=request.traceId,
+            actor=call.actor.actor_id,
+            externalCommit=commit.external_commit,
+        )
+        return response
+
+    def _guard_page(self, call: Call, plan: WritePlan) -> None:
+        """protectEditing and the base revision, for a write to an existing page."""
+        loaded = plan.loaded
+        assert loaded is not None
+        if loaded.page.options.get("protectEditing") and not call.actor.is_owner:
+            raise PermissionDenied(
+                f"{loaded.path} is protected (protectEditing); only the owner may change it",
+                hint="Ask the owner to turn protectEditing off, or propose the change for review.",
+            )
+        base = call.request.baseRevision
+        if base is None or base == loaded.revision or plan.edit is None:
+            return
+        before = self.pages.at_revision(call.ws, loaded.doc, base)
+        touched = set(plan.edit.changed_block_ids)
+        if before is None or not _untouched_since(before, loaded.page, touched):
+            raise Conflict(
+                f"{loaded.path} changed since revision {base[:12]} in the blocks this edit "
+                "touches; "
+                f"it is now at {loaded.revision[:12]}",
+                hint="Fetch the page again and redo the edit on the current revision.",
+                currentRevision=loaded.revision,
+                baseRevision=base,
+            )
+        plan.result["rebased"] = True
+        plan.result.setdefault("warnings", []).append(
+            f"applied on revision {loaded.revision[:12]}: the page changed since "
+            f"{base[:12]}, but not in the blocks this edit touches"
+        )
+
+
+def _untouched_since(before: Page, now: Page, touched: set[str]) -> bool:
+    """Whether the blocks (and frontmatter) an edit touches are as they were at ``before``."""
+    if before.frontmatter != now.frontmatter and not touched:
+        return False
+    for ident in touched:
+        old = before.index.get(ident)
+        new = now.index.get(ident)
+        if old is None and new is None:
+            continue  # created by this edit
+        if old is None or new is None or old.signature() != new.signature():
+            return False
+    return True
+
+
+def block_diff(edit: EditResult) -> list[dict[str, Any]]:
+    """Per changed block: what it was and what it becomes (the seed's ``diff`` array)."""
+    out = []
+    for ident in edit.changed_block_ids:
+        old = edit.before.index.get(ident)
+        new = edit.page.index.get(ident)
+        op = "update" if old and new else ("insert" if new else "delete")
+        entry: dict[str, Any] = {"op": op, "blockId": ident}
+        if old is not None:
+            entry["before"] = old.text
+        if new is not None:
+            entry["after"] = new.text
+            entry["type"] = new.type
+        out.append(entry)
+    return out
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def page_write(call: Call, loaded: LoadedPage, edit: EditResult, **extra: Any) -> WritePlan:
+    """The plan of an edit to one existing page (a write of its new bytes)."""
+    changes: list[Change] = []
+    if edit.changed:
+        changes.append(Write(loaded.path, edit.page.to_bytes(), base_blob=loaded.blob))
+    return WritePlan(
+        command=call.spec.command or call.spec.name,
+        changes=changes,
+        result={"documentId": loaded.doc.document_id, "path": loaded.path, **extra},
+        loaded=loaded,
+        edit=edit,
+        document=loaded.doc,
+    )

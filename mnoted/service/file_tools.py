@@ -1,0 +1,110 @@
+"""File grants: the local-first path for agents that edit files with their own tools.
+
+``mnote.file.grant`` hands an agent the absolute path of a page and remembers the
+revision it was granted at; ``mnote.file.release`` commits what the agent changed, with
+the grant's actor and trace trailers, after checking that nobody else committed the
+page in between (if someone did, the release is a conflict and commits nothing: the
+agent re-reads, merges, and releases again).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from typing import Any
+
+from mnoted.core.commands import EditResult, changed_ids
+from mnoted.core.page import parse_page
+from mnoted.errors import Conflict, NotFound, PermissionDenied
+from mnoted.service.executor import Call, WritePlan, handles
+
+GRANTS = "grants"
+
+
+def _iso(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+@handles("mnote.file.grant")
+def file_grant(call: Call) -> WritePlan:
+    loaded = call.load()
+    grant_id = "grant_" + secrets.token_hex(8)
+    expires = call.now + call.args.ttlSeconds
+    record = {
+        "grantId": grant_id,
+        "documentId": loaded.doc.document_id,
+        "path": loaded.path,
+        "revision": loaded.revision,
+        "blob": loaded.blob,
+        "actorId": call.actor.actor_id,
+        "traceId": call.request.traceId,
+        "sessionId": call.request.sessionId,
+        "runId": call.request.runId,
+        "expiresAt": expires,
+    }
+    if not call.request.dryRun:
+        call.ws.sidecar.put(GRANTS, grant_id, json.dumps(record))
+    plan = WritePlan(
+        command=call.spec.command or "file.grant",
+        changes=[],
+        result={
+            "grantId": grant_id,
+            "documentId": loaded.doc.document_id,
+            "path": loaded.path,
+            "absolutePath": str(call.ws.root / loaded.path),
+            "revision": loaded.revision,
+            "expiresAt": _iso(expires),
+        },
+        loaded=loaded,
+        document=loaded.doc,
+    )
+    return plan
+
+
+def active_grant(call: Call, grant_id: str) -> dict[str, Any]:
+    raw = call.ws.sidecar.get(GRANTS, grant_id)
+    grant: dict[str, Any] | None = json.loads(raw) if raw else None
+    if grant is None or (grant["actorId"] != call.actor.actor_id and not call.actor.is_owner):
+        raise NotFound(
+            f"no open grant {grant_id!r}", hint="Ask for a new grant with mnote.file.grant."
+        )
+    if grant["expiresAt"] <= call.now:
+        raise PermissionDenied(f"grant {grant_id} has expired", hint="Ask for a new grant.")
+    return grant
+
+
+@handles("mnote.file.release")
+def file_release(call: Call) -> WritePlan:
+    grant = active_grant(call, call.args.grantId)
+    ws = call.ws
+    doc = ws.resolve(grant["documentId"])
+    if not call.actor.may_access(doc.path):
+        raise call.service.hidden(grant["documentId"], call.actor)
+    head_blob = ws.blob_id(doc.path)
+    if head_blob != grant["blob"]:
+        raise Conflict(
+            f"{doc.path} was committed by someone else after the grant; "
+            "your edit was not committed",
+            hint="Read the page again (mnote.page.get), merge your change into the file, "
+            "and ask for a new grant to release it.",
+            grantedRevision=grant["revision"],
+            currentRevision=ws.revision_of(doc.path),
+        )
+    data = ws.read_disk(doc.path)
+    before_data = ws.read_head(doc.path)
+    if data is None or before_data is None or head_blob is None:
+        raise NotFound(f"{doc.path} is gone", hint="The file was deleted during the grant.")
+    before = call.service.pages.page_for(ws, doc, head_blob, before_data)
+    after = parse_page(data, doc.path, previous=before)
+    edit = EditResult("file.release", after, before, changed_ids(before, after))
+    if not call.request.dryRun:
+        ws.sidecar.delete(GRANTS, call.args.grantId)
+    return WritePlan(
+        command=call.spec.command or "file.release",
+        changes=[],
+        from_disk=[doc.path] if data != before_data else [],
+        result={"documentId": doc.document_id, "path": doc.path, "grantId": call.args.grantId},
+        edit=edit,
+        document=doc,
+    )

@@ -1,0 +1,100 @@
+"""Pages as the service sees them: a document at its revision, with its block ids.
+
+Block ids are not in the files, so the service keeps the id list of every blob it has
+parsed in the store's sidecar (``blockids``/<blob id>) and, per document, the last blob it
+knows (``lastblob``/<document id>). A blob seen for the first time takes its ids from the
+document's last known version (the core's carry-over), so ids survive edits made in any
+editor. Parsed pages are cached by blob id.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from mnoted.core.page import Page, parse_page
+from mnoted.errors import NotFound
+from mnoted.store import DocRef, Workspace
+
+_CACHE_SIZE = 256
+
+
+@dataclass(frozen=True)
+class LoadedPage:
+    """A document read at HEAD: where it is, what it is, and the keys to write it back."""
+
+    doc: DocRef
+    page: Page
+    blob: str
+    revision: str
+
+    @property
+    def path(self) -> str:
+        return self.doc.path
+
+
+class PageCache:
+    """Parsed pages by blob id, with their ids kept in the store's sidecar."""
+
+    def __init__(self) -> None:
+        self._pages: OrderedDict[tuple[str, str], Page] = OrderedDict()
+
+    def _remember(self, key: tuple[str, str], page: Page) -> None:
+        self._pages[key] = page
+        self._pages.move_to_end(key)
+        while len(self._pages) > _CACHE_SIZE:
+            self._pages.popitem(last=False)
+
+    def page_for(self, ws: Workspace, doc: DocRef, blob: str, data: bytes) -> Page:
+        """The page of ``data`` (blob ``blob``) with stable ids."""
+        key = (blob, doc.path)
+        cached = self._pages.get(key)
+        if cached is not None:
+            self._pages.move_to_end(key)
+            return cached
+        stored = ws.sidecar.get("blockids", blob)
+        if stored is not None:
+            page = parse_page(data, doc.path, ids=json.loads(stored))
+        else:
+            previous = self._previous(ws, doc, blob)
+            page = parse_page(data, doc.path, previous=previous)
+            self.remember_ids(ws, doc, blob, page)
+        self._remember(key, page)
+        return page
+
+    def _previous(self, ws: Workspace, doc: DocRef, blob: str) -> Page | None:
+        last = ws.sidecar.get("lastblob", doc.document_id)
+        if last is None or last == blob:
+            return None
+        ids = ws.sidecar.get("blockids", last)
+        data = ws.read_blob(last)
+        if ids is None or data is None:
+            return None
+        return parse_page(data, doc.path, ids=json.loads(ids))
+
+    def remember_ids(self, ws: Workspace, doc: DocRef, blob: str, page: Page) -> None:
+        """Keep ``page``'s ids as those of ``blob``, the document's newest known version."""
+        ws.sidecar.put("blockids", blob, json.dumps(page.block_ids()))
+        ws.sidecar.put("lastblob", doc.document_id, blob)
+        self._remember((blob, doc.path), page)
+
+    def load(self, ws: Workspace, ref: str) -> LoadedPage:
+        """The document ``ref`` (id or path) at HEAD, after committing any edit on disk."""
+        doc = ws.resolve(ref)
+        ws.commit_external([doc.path])
+        doc = ws.resolve(doc.document_id)
+        blob = ws.blob_id(doc.path)
+        data = ws.read_head(doc.path)
+        if blob is None or data is None:
+            raise NotFound(f"no document {ref!r}", ref=ref)
+        page = self.page_for(ws, doc, blob, data)
+        return LoadedPage(doc, page, blob, ws.revision_of(doc.path))
+
+    def at_revision(self, ws: Workspace, doc: DocRef, revision: str) -> Page | None:
+        """The document as it was at ``revision`` (None if unknown there)."""
+        found = ws.blob_at(revision, doc.path)
+        if found is None:
+            return None
+        blob, data = found
+        return self.page_for(ws, doc, blob, data)

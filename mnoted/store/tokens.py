@@ -1,0 +1,101 @@
+"""Agent tokens of a workspace: who may call, with which scopes, on which paths, until when.
+
+Kept in ``.mnote/state/tokens.json`` (mode 0600, never committed). Only a hash of each
+token is stored; the token itself is shown once, when the owner creates it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from mnoted.errors import InvalidArguments, NotFound
+from mnoted.store.atomic import write_atomic
+
+TOKENS_FILE = "tokens.json"
+TOKEN_PREFIX = "mnt_"
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class TokenRecord:
+    """What a token grants. ``grants`` are path globs (``notes/**``); ``expires_at`` epoch s."""
+
+    token_id: str
+    actor_id: str
+    scopes: tuple[str, ...]
+    grants: tuple[str, ...]
+    expires_at: float | None
+    created_at: float
+    hash: str
+    revoked: bool = False
+
+
+class TokenStore:
+    """The token file of one workspace (read on every lookup, so revocation is immediate)."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / TOKENS_FILE
+
+    def _load(self) -> list[TokenRecord]:
+        try:
+            raw = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return []
+        return [
+            TokenRecord(**{**r, "scopes": tuple(r["scopes"]), "grants": tuple(r["grants"])})
+            for r in raw.get("tokens", [])
+        ]
+
+    def _save(self, records: list[TokenRecord]) -> None:
+        data = json.dumps({"tokens": [asdict(r) for r in records]}, indent=2).encode("utf-8")
+        write_atomic(self.path, data, mode=0o600)
+
+    def create(
+        self,
+        actor_id: str,
+        scopes: tuple[str, ...],
+        grants: tuple[str, ...],
+        expires_at: float | None,
+        now: float,
+    ) -> tuple[str, TokenRecord]:
+        """A new token (returned once, in clear) and its record."""
+        if not actor_id or actor_id in ("owner", "external", "mnoted"):
+            raise InvalidArguments(f"{actor_id!r} cannot be an agent's actor id")
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        record = TokenRecord(
+            token_id="tok_" + secrets.token_hex(6),
+            actor_id=actor_id,
+            scopes=tuple(scopes),
+            grants=tuple(grants) or ("**",),
+            expires_at=expires_at,
+            created_at=now,
+            hash=token_hash(token),
+        )
+        self._save([*self._load(), record])
+        return token, record
+
+    def find(self, token: str) -> TokenRecord | None:
+        digest = token_hash(token)
+        for record in self._load():
+            if secrets.compare_digest(record.hash, digest):
+                return record
+        return None
+
+    def list(self) -> list[TokenRecord]:
+        return self._load()
+
+    def revoke(self, token_id: str) -> TokenRecord:
+        records = self._load()
+        for i, record in enumerate(records):
+            if record.token_id == token_id:
+                records[i] = TokenRecord(**{**asdict(record), "revoked": True})
+                self._save(records)
+                return records[i]
+        raise NotFound(f"no token {token_id!r}")

@@ -1,0 +1,326 @@
+"""Writes end to end: dry runs, idempotency across restarts, conflicts, rebases, scopes."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mnoted.contract.tools import TOOLS
+from tests.service.conftest import PLAN, Harness
+
+WRITE_ARGS = {
+    "mnote.page.save": {"content": ["x"], "mode": "replace"},
+    "mnote.page.update_title": {"title": "T"},
+    "mnote.page.update_options": {"options": {"wideLayout": True}},
+    "mnote.artifact.create_summary": {"summary": "s"},
+    "mnote.artifact.create_ai_note": {"content": "c"},
+    "mnote.doc.markdown_edit": {"operations": [{"search": "Monday", "replace": "Friday"}]},
+    "mnote.doc.apply_block_ops": {
+        "operations": [{"command": "insert_block_after", "block": "New."}]
+    },
+    "mnote.page.create": {"path": "notes/new.md", "content": "n"},
+    "mnote.page.delete": {},
+    "mnote.page.move": {"newPath": "notes/moved.md"},
+    "mnote.file.grant": {},
+}
+
+
+def sidecar_dump(h: Harness) -> list[str]:
+    con = sqlite3.connect(h.ws.state_dir / "state.sqlite3")
+    try:
+        return list(con.iterdump())
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("tool", sorted(WRITE_ARGS))
+def test_dry_run_writes_nothing(h: Harness, tool: str) -> None:
+    doc = h.doc("notes/plan.md")
+    h.call("mnote.page.get", documentId=doc)
+    head, files, state = h.head(), sorted(p.name for p in h.root.rglob("*.md")), sidecar_dump(h)
+    resp = h.write(tool, documentId=doc, dryRun=True, args=WRITE_ARGS[tool])
+    assert resp["ok"], resp["error"]
+    assert resp["result"]["dryRun"] is True
+    assert resp["audit"]["effect"] == "dry_run" and resp["audit"]["commandId"] is None
+    assert h.head() == head
+    assert (h.root / "notes/plan.md").read_text() == PLAN
+    assert sorted(p.name for p in h.root.rglob("*.md")) == files
+    assert sidecar_dump(h) == state
+    h.ws.idle()  # the daemon brings the Git index in step whenever it is idle
+    assert h.git("status", "--porcelain") == ""
+
+
+def test_every_write_tool_has_a_dry_run_case() -> None:
+    assert set(WRITE_ARGS) | {"mnote.file.release"} == {n for n, s in TOOLS.items() if s.writes}
+
+
+def test_idempotent_replay_survives_a_restart(h: Harness) -> None:
+    doc = h.doc("notes/plan.md")
+    first = h.write(
+        "mnote.page.save",
+        documentId=doc,
+        idempotencyKey="idem_restart",
+        content=["Again?"],
+        mode="append",
+    )
+    assert first["ok"]
+    h.reopen()
+    again = h.write(
+        "mnote.page.save",
+        documentId=doc,
+        idempotencyKey="idem_restart",
+        content=["Again?"],
+        mode="append",
+    )
+    assert again["ok"] and again["audit"]["replayed"] is True
+    assert again["result"] == first["result"]
+    assert again["audit"]["commandId"] == first["audit"]["commandId"]
+    assert (h.root / "notes/plan.md").read_text().count("Again?") == 1
+    key_commits = h.git("log", "--format=%(trailers:key=Mnote-Idempotency-Key,valueonly)").split()
+    assert key_commits.count("idem_restart") == 1
+    other = h.write(
+        "mnote.page.save",
+        documentId=doc,
+        idempotencyKey="idem_restart",
+        content=["No"],
+        mode="append",
+    )
+    assert other["error"]["code"] == "mnote_tool_idempotency_conflict"
+
+
+def test_stale_base_on_other_blocks_is_rebased(h: Harness) -> None:
+    doc = h.doc("notes/plan.md")
+    base = h.call("mnote.page.get", documentId=doc)["result"]["revision"]
+    h.write_file("notes/plan.md", PLAN.replace("Budget risk is high.", "Budget risk is low."))
+    resp = h.write(
+        "mnote.doc.markdown_edit",
+        documentId=doc,
+        baseRevision=base,
+        args={"operations": [{"search": "Monday", "replace": "Friday"}]},
+    )
+    assert resp["ok"], resp["error"]
+    assert resp["result"]["rebased"] is True and resp["audit"]["rebased"] is True
+    text = (h.root / "notes/plan.md").read_text()
+    assert "Friday" in text and "Budget risk is low." in text
+
+
+def test_stale_base_on_the_same_block_is_a_conflict(h: Harness) -> None:
+    doc = h.doc("notes/plan.md")
+    base = h.call("mnote.page.get", documentId=doc)["result"]["revision"]
+    h.write_file(
+        "notes/plan.md", PLAN.replace("Ship the beta on Monday.", "Ship the beta on Monday, maybe.")
+    )
+    head = h.head()
+    resp = h.write(
+        "mnote.doc.markdown_edit",
+        documentId=doc,
+        baseRevision=base,
+        args={"operations": [{"search": "Monday", "replace": "Friday"}]},
+    )
+    assert resp["error"]["code"] == "mnote_tool_conflict"
+    assert resp["error"]["details"]["currentRevision"] == head
+    assert "maybe" in (h.root / "notes/plan.md").read_text()
+
+
+def test_external_edit_is_committed_before_a_write_never_overwritten(h: Harness) -> None:
+    doc = h.doc("notes/plan.md")
+    (h.root / "notes/plan.md").write_text(PLAN + "\nTyped in vim, not yet committed.\n")
+    resp = h.write("mnote.page.save", documentId=doc, content=["Agent line."], mode="append")
+    assert resp["ok"]
+    text = (h.root / "notes/plan.md").read_text()
+    assert "Typed in vim" in text and text.endswith("Agent line.\n")
+    actors = h.git("log", "-2", "--format=%(trailers:key=Mnote-Actor,valueonly)").split()
+    assert actors == ["owner", "external"]
+
+
+def test_block_ops_outside_allowed_targets_write_nothing(h: Harness) -> None:
+    doc = h.doc("notes/plan.md")
+    page = h.call("mnote.page.get", documentId=doc)["result"]
+    by_text = {b["text"]: b["id"] for b in page["blocks"]}
+    allowed = [by_text["Ship the beta on Monday."]]
+    head = h.head()
+    resp = h.write(
+        "mnote.doc.apply_block_ops",
+        documentId=doc,
+        args={
+            "allowedTargetBlockIds": allowed,
+            "operations": [
+                {
+                    "command": "replace_block",
+                    "block_id": allowed[0],
+                    "block": {"type": "paragraph", "text": "OK"},
+                },
+                {"command": "delete_block", "block_id": by_text["Budget risk is high."]},
+            ],
+        },
+    )
+    assert resp["error"]["code"] == "mnote_block_target_out_of_scope"
+    assert h.head() == head and (h.root / "notes/plan.md").read_text() == PLAN
+    ok = h.write(
+        "mnote.doc.apply_block_ops",
+        documentId=doc,
+        args={
+            "allowedTargetBlockIds": allowed,
+            "operations": [
+                {
+                    "command": "replace_block",
+                    "block_id": allowed[0],
+                    "block": {"type": "paragraph", "text": "OK"},
+                },
+                {"command": "insert_block_after", "after_block_id": allowed[0], "block": "Next."},
+            ],
+        },
+    )
+    assert ok["ok"], ok["error"]
+    assert h.git("rev-list", "--count", f"{head}..HEAD").strip() == "1"
+    after = {
+        b["text"]: b["id"] for b in h.call("mnote.page.get", documentId=doc)["result"]["blocks"]
+    }
+    assert after["OK"] == allowed[0]
+    assert after["Budget risk is high."] == by_text["Budget risk is high."]
+
+
+def test_markdown_edit_out_of_scope(h: Harness) -> None:
+    doc = h.doc("notes/plan.md")
+    blocks = h.call("mnote.page.get", documentId=doc)["result"]["blocks"]
+    para = next(b["id"] for b in blocks if b["text"].startswith("Ship"))
+    resp = h.write(
+        "mnote.doc.markdown_edit",
+        documentId=doc,
+        args={
+            "allowedTargetBlockIds": [para],
+            "operations": [{"search": "high", "replace": "low"}],
+        },
+    )
+    assert resp["error"]["code"] == "mnote_block_target_out_of_scope"
+
+
+def test_page_lifecycle_keeps_the_document_id(h: Harness) -> None:
+    created = h.write(
+        "mnote.page.create", args={"path": "notes/new.md", "content": "Body.", "title": "New page"}
+    )
+    assert created["ok"], created["error"]
+    doc = created["result"]["documentId"]
+    assert (h.root / "notes/new.md").read_text() == "# New page\n\nBody.\n"
+    dup = h.write("mnote.page.create", args={"path": "notes/new.md", "content": "again"})
+    assert dup["error"]["code"] == "mnote_tool_invalid_arguments"
+    moved = h.write("mnote.page.move", documentId=doc, newPath="archive/new.md")
+    assert moved["ok"], moved["error"]
+    assert h.call("mnote.page.get", documentId=doc)["result"]["path"] == "archive/new.md"
+    assert "archive/new.md" in h.git(
+        "log", "--follow", "--name-only", "--format=", "--", "archive/new.md"
+    )
+    assert "notes/new.md" in h.git(
+        "log", "--follow", "--name-only", "--format=", "--", "archive/new.md"
+    )
+    history = h.call("mnote.doc.history", documentId=doc)["result"]["commits"]
+    assert [c["subject"].split(":")[0] for c in history] == ["page.move", "page.create"]
+    assert history[0]["traceId"] == moved["traceId"]
+    deleted = h.write("mnote.page.delete", documentId=doc)
+    assert deleted["ok"] and not (h.root / "archive/new.md").exists()
+    assert h.call("mnote.page.get", documentId=doc)["error"]["code"] == "mnote_tool_not_found"
+
+
+@pytest.mark.parametrize(
+    "bad", ["../escape.md", "/etc/passwd.md", ".git/hooks/x.md", ".mnote/x.md", "notes/x.txt"]
+)
+def test_page_create_refuses_bad_paths(h: Harness, bad: str) -> None:
+    resp = h.write("mnote.page.create", args={"path": bad, "content": "x"})
+    assert resp["ok"] is False
+    assert resp["error"]["code"] in ("mnote_path_rejected", "mnote_tool_invalid_arguments")
+
+
+def test_workspace_list_filters(h: Harness) -> None:
+    agent = h.agent(grants=("notes/**",))
+    pages = h.call("mnote.workspace.list", agent)["result"]["pages"]
+    assert [p["path"] for p in pages] == ["notes/plan.md"]
+    assert pages[0]["title"] == "Project plan"
+    owner_pages = h.call("mnote.workspace.list", args={"query": "salary"})["result"]["pages"]
+    assert [p["path"] for p in owner_pages] == ["private/secret.md"]
+
+
+def test_file_grant_and_release(h: Harness) -> None:
+    agent = h.agent("reasonix")
+    doc = h.doc("notes/plan.md")
+    grant = h.write("mnote.file.grant", agent, documentId=doc)["result"]
+    path = h.root / "notes/plan.md"
+    assert grant["absolutePath"] == str(path)
+    path.write_text(PLAN.replace("Monday", "Tuesday"))
+    released = h.write("mnote.file.release", agent, documentId=doc, grantId=grant["grantId"])
+    assert released["ok"], released["error"]
+    assert len(released["result"]["changedBlockIds"]) == 1
+    assert (
+        h.git("log", "-1", "--format=%an|%(trailers:key=Mnote-Actor,valueonly)").strip()
+        == "reasonix|reasonix"
+    )
+    again = h.write("mnote.file.release", agent, documentId=doc, grantId=grant["grantId"])
+    assert again["error"]["code"] == "mnote_tool_not_found"
+
+
+def test_file_release_after_someone_else_committed_is_a_conflict(h: Harness) -> None:
+    agent = h.agent("reasonix")
+    doc = h.doc("notes/plan.md")
+    grant = h.write("mnote.file.grant", agent, documentId=doc)["result"]
+    h.write(
+        "mnote.doc.markdown_edit",
+        documentId=doc,
+        args={"operations": [{"search": "high", "replace": "low"}]},
+    )
+    resp = h.write("mnote.file.release", agent, documentId=doc, grantId=grant["grantId"])
+    assert resp["error"]["code"] == "mnote_tool_conflict"
+
+
+envelope_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.text(max_size=8),
+    st.lists(st.text(max_size=3), max_size=3),
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=3),
+)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "toolName",
+                "workspaceId",
+                "documentId",
+                "sessionId",
+                "runId",
+                "toolCallId",
+                "traceId",
+                "idempotencyKey",
+                "dryRun",
+                "args",
+                "content",
+                "capabilityScope",
+                "mode",
+                "bogus",
+            ]
+        ),
+        envelope_values,
+        max_size=10,
+    ),
+    st.sampled_from([*sorted(TOOLS), "mnote.nope", ""]),
+)
+def test_malformed_envelopes_get_structured_errors(h: Harness, fields: dict, tool: str) -> None:
+    raw = {"toolName": tool, **fields}
+    resp = h.service.call(raw, h.owner)
+    assert set(resp) == {"ok", "toolName", "toolCallId", "traceId", "result", "audit", "error"}
+    if not resp["ok"]:
+        assert resp["error"]["code"].startswith("mnote_") and resp["error"]["message"]
+        assert resp["error"]["code"] != "mnote_internal_error", resp["error"]
+
+
+def test_non_object_requests(h: Harness) -> None:
+    for raw in ([], "x", 3, None):
+        resp = h.service.call(raw, h.owner)  # type: ignore[arg-type]
+        assert resp["error"]["code"] == "mnote_tool_invalid_arguments"
