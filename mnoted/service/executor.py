@@ -324,17 +324,17 @@ class Service:
         )
         if plan.from_disk:
             made = ws.commit_external(plan.from_disk, meta=meta)
-            if made is None:
-                return self._ok(
-                    call,
-                    {**result, "revision": None},
-                    Audit(
-                        effect="none",
-                        workspaceId=ws.workspace_id,
-                        documentId=document_id,
-                        commandName=plan.command,
-                    ),
+            if made is None:  # the watcher committed it for the grant in the meantime
+                current = ws.revision_of(plan.from_disk[0])
+                audit = Audit(
+                    effect="none",
+                    workspaceId=ws.workspace_id,
+                    documentId=document_id,
+                    revision=current,
+                    changedBlockIds=changed,
+                    commandName=plan.command,
                 )
+                return self._ok(call, {**result, "revision": current}, audit)
             commit = made
         else:
             commit = ws.apply(meta, plan.changes)

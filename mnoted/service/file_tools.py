@@ -5,6 +5,10 @@ revision it was granted at; ``mnote.file.release`` commits what the agent change
 the grant's actor and trace trailers, after checking that nobody else committed the
 page in between (if someone did, the release is a conflict and commits nothing: the
 agent re-reads, merges, and releases again).
+
+Edits the watcher sees under an open grant are committed as the grant holder's
+(actor and trace ids), and the grant follows them, so a release after such
+commits is not mistaken for somebody else's change.
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ from mnoted.core.commands import EditResult, changed_ids
 from mnoted.core.page import parse_page
 from mnoted.errors import Conflict, NotFound, PermissionDenied
 from mnoted.service.executor import Call, WritePlan, handles
+from mnoted.store import CommandMeta
 
 GRANTS = "grants"
+GRANTS_BY_PATH = "grant_by_path"  # path -> the open grant's id, for the watcher
 
 
 def _iso(ts: float) -> str:
@@ -36,7 +42,8 @@ def file_grant(call: Call) -> WritePlan:
         "documentId": loaded.doc.document_id,
         "path": loaded.path,
         "revision": loaded.revision,
-        "blob": loaded.blob,
+        "blob": loaded.blob,  # the blob the grant's holder last had committed
+        "originBlob": loaded.blob,
         "actorId": call.actor.actor_id,
         "traceId": call.request.traceId,
         "sessionId": call.request.sessionId,
@@ -45,6 +52,7 @@ def file_grant(call: Call) -> WritePlan:
     }
     if not call.request.dryRun:
         call.ws.sidecar.put(GRANTS, grant_id, json.dumps(record))
+        call.ws.sidecar.put(GRANTS_BY_PATH, loaded.path, grant_id)
     plan = WritePlan(
         command=call.spec.command or "file.grant",
         changes=[],
@@ -60,6 +68,17 @@ def file_grant(call: Call) -> WritePlan:
         document=loaded.doc,
     )
     return plan
+
+
+def grant_meta(grant: dict[str, Any]) -> CommandMeta:
+    """Commit metadata for edits made under ``grant``: its holder, its trace ids."""
+    return CommandMeta(
+        "file.edit",
+        actor=grant["actorId"],
+        trace_id=grant.get("traceId"),
+        run_id=grant.get("runId"),
+        session_id=grant.get("sessionId"),
+    )
 
 
 def active_grant(call: Call, grant_id: str) -> dict[str, Any]:
@@ -92,19 +111,29 @@ def file_release(call: Call) -> WritePlan:
             currentRevision=ws.revision_of(doc.path),
         )
     data = ws.read_disk(doc.path)
-    before_data = ws.read_head(doc.path)
-    if data is None or before_data is None or head_blob is None:
+    head_data = ws.read_head(doc.path)
+    origin_data = ws.read_blob(grant["originBlob"])
+    if data is None or head_data is None or head_blob is None or origin_data is None:
         raise NotFound(f"{doc.path} is gone", hint="The file was deleted during the grant.")
-    before = call.service.pages.page_for(ws, doc, head_blob, before_data)
-    after = parse_page(data, doc.path, previous=before)
+    before = call.service.pages.page_for(ws, doc, grant["originBlob"], origin_data)
+    current = call.service.pages.page_for(ws, doc, head_blob, head_data)
+    after = parse_page(data, doc.path, previous=current)
     edit = EditResult("file.release", after, before, changed_ids(before, after))
     if not call.request.dryRun:
         ws.sidecar.delete(GRANTS, call.args.grantId)
+        if ws.sidecar.get(GRANTS_BY_PATH, doc.path) == call.args.grantId:
+            ws.sidecar.delete(GRANTS_BY_PATH, doc.path)
     return WritePlan(
         command=call.spec.command or "file.release",
         changes=[],
-        from_disk=[doc.path] if data != before_data else [],
-        result={"documentId": doc.document_id, "path": doc.path, "grantId": call.args.grantId},
+        from_disk=[doc.path] if data != head_data else [],
+        result={
+            "documentId": doc.document_id,
+            "path": doc.path,
+            "grantId": call.args.grantId,
+            "grantedRevision": grant["revision"],
+            "revision": ws.revision_of(doc.path),
+        },
         edit=edit,
         document=doc,
     )

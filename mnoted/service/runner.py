@@ -1,0 +1,292 @@
+"""The one thread that owns a workspace: tool calls, external edits, idle upkeep.
+
+A pygit2 repository and the sidecar database belong to the thread that opened
+them, so each workspace gets a runner thread that opens it and then does all its
+work in order: tool calls submitted by the transports, settled batches from the
+watcher (edits made in editors, committed as ``external`` with block ids carried
+over), reconciliation passes (start-up, overflow, periodic), and, whenever the
+queue is empty, bringing the Git index in step with HEAD.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from mnoted.errors import MnoteError, NotFound
+from mnoted.service.actors import Actor
+from mnoted.service.executor import Service
+from mnoted.service.file_tools import GRANTS, GRANTS_BY_PATH, grant_meta
+from mnoted.store import Maintainer, Workspace
+from mnoted.sync import (
+    DebounceConfig,
+    IgnoreRules,
+    ReconcileReason,
+    SettledBatch,
+    Watcher,
+    WatcherConfig,
+)
+
+log = logging.getLogger("mnoted.runner")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RunnerConfig:
+    watch: bool = True
+    quiet_seconds: float = 0.3
+    max_delay_seconds: float = 5.0
+    reconcile_every: float = 300.0
+    idle_after: float = 0.05
+    pack_idle_seconds: float = 5.0
+
+
+class WorkspaceRunner:
+    """Owns one workspace on its own thread; everything touching it goes through :meth:`submit`."""
+
+    def __init__(self, root: Path, service: Service, config: RunnerConfig | None = None) -> None:
+        self.root = root
+        self.service = service
+        self.config = config or RunnerConfig()
+        self.ws: Workspace | None = None
+        self.watcher: Watcher | None = None
+        self._jobs: queue.Queue[tuple[Callable[[], Any], Future[Any]] | None] = queue.Queue()
+        self._thread = threading.Thread(
+            target=self._run, name=f"mnoted-ws-{root.name}", daemon=True
+        )
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._maintainer: Maintainer | None = None
+        self._last_reconcile = time.monotonic()
+        self.external_commits = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        """Open the workspace on the runner thread; raise what opening raised."""
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            raise self._error
+
+    def stop(self) -> None:
+        """Finish the job in flight and those queued, stop watching, close the workspace."""
+        if self.watcher is not None:
+            self.watcher.stop(flush=True)
+        self._jobs.put(None)
+        self._thread.join(timeout=30)
+
+    @property
+    def workspace_id(self) -> str:
+        assert self.ws is not None
+        return self.ws.workspace_id
+
+    def submit(self, fn: Callable[[], T]) -> Future[T]:
+        future: Future[T] = Future()
+        self._jobs.put((fn, future))
+        return future
+
+    def call(self, raw: Any, actor: Actor) -> dict[str, Any]:
+        """Run one tool call on this workspace's thread and wait for its response."""
+        return self.submit(lambda: self.service.call(raw, actor)).result()
+
+    # -- the thread ----------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            self.ws = Workspace.open(self.root)
+            self.service.add(self.ws)
+            self._reconcile("startup")
+            if self.config.watch:
+                self._start_watcher()
+            self._maintainer = Maintainer(
+                self.ws.maintenance,
+                lambda: self.ws.last_write if self.ws else 0.0,
+                idle_seconds=self.config.pack_idle_seconds,
+            )
+            self._maintainer.start()
+        except BaseException as exc:
+            self._error = exc
+            self._ready.set()
+            if self.ws is not None:
+                self.ws.close()
+            return
+        self._ready.set()
+        idle_done = False
+        while True:
+            try:
+                job = self._jobs.get(timeout=self.config.idle_after if not idle_done else 1.0)
+            except queue.Empty:
+                idle_done = self._on_idle(idle_done)
+                continue
+            if job is None:
+                break
+            idle_done = False
+            fn, future = job
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn())
+            except BaseException as exc:
+                future.set_exception(exc)
+        self._shutdown()
+
+    def _on_idle(self, idle_done: bool) -> bool:
+        assert self.ws is not None
+        try:
+            if not idle_done:
+                self.ws.idle()
+            if time.monotonic() - self._last_reconcile > self.config.reconcile_every:
+                self._reconcile("periodic")
+        except MnoteError as exc:
+            log.warning("idle upkeep failed: %s", exc.message)
+            return False
+        return True
+
+    def _shutdown(self) -> None:
+        if self._maintainer is not None:
+            self._maintainer.stop()
+        if self.ws is not None:
+            try:
+                self.ws.idle()
+            except MnoteError as exc:
+                log.warning("index refresh at shutdown failed: %s", exc.message)
+            self.ws.close()
+
+    # -- external edits ------------------------------------------------------------------------
+    def _start_watcher(self) -> None:
+        assert self.ws is not None
+        debounce = DebounceConfig(
+            quiet_period=self.config.quiet_seconds, max_delay=self.config.max_delay_seconds
+        )
+        config = WatcherConfig(debounce=debounce, fallback_interval=self.config.reconcile_every)
+        ignore = IgnoreRules(self._git_ignored())
+        self.watcher = Watcher(self.root, _Sink(self), config=config, ignore=ignore)
+        self.watcher.start()
+
+    def _git_ignored(self) -> Callable[[str], bool]:
+        import pygit2
+
+        repo = pygit2.Repository(str(self.root))  # read-only use, from the watcher's threads
+        lock = threading.Lock()
+
+        def ignored(path: str) -> bool:
+            with lock:
+                return bool(repo.path_is_ignored(path))
+
+        return ignored
+
+    def commit_paths(self, paths: list[str], reason: str) -> int:
+        """Commit what is on disk at ``paths`` (runner thread); carry block ids over."""
+        assert self.ws is not None
+        ws = self.ws
+        made = 0
+        for path in paths:
+            grant = self._open_grant(path)
+            try:
+                result = ws.commit_external([path], meta=grant_meta(grant) if grant else None)
+            except MnoteError as exc:
+                log.warning("could not commit external edit of %s: %s", path, exc.message)
+                continue
+            if result is None:
+                continue
+            made += 1
+            if grant is not None:
+                grant["blob"] = ws.blob_id(path)
+                ws.sidecar.put(GRANTS, grant["grantId"], json.dumps(grant))
+            document_id = None
+            if path.lower().endswith(".md"):
+                try:
+                    loaded = self.service.pages.load(ws, path)
+                    document_id = loaded.doc.document_id
+                except NotFound:
+                    pass
+            self.service.events.publish(
+                "external_edit",
+                workspaceId=ws.workspace_id,
+                path=path,
+                documentId=document_id,
+                commit=result.commit,
+                commandId=result.command_id,
+                reason=reason,
+            )
+        self.external_commits += made
+        return made
+
+    def _open_grant(self, path: str) -> dict[str, Any] | None:
+        """The open file grant on ``path``, whose holder owns edits made there."""
+        assert self.ws is not None
+        grant_id = self.ws.sidecar.get(GRANTS_BY_PATH, path)
+        raw = self.ws.sidecar.get(GRANTS, grant_id) if grant_id else None
+        if raw is None:
+            return None
+        grant: dict[str, Any] = json.loads(raw)
+        return grant if grant["expiresAt"] > time.time() else None
+
+    def apply_batch(self, batch: SettledBatch) -> None:
+        paths: list[str] = []
+        for change in batch.changes:
+            if change.old_path:
+                paths.append(change.old_path)
+            paths.append(change.path)
+        if batch.rescan_dirs and self.ws is not None:
+            prefixes = tuple(d.rstrip("/") + "/" for d in batch.rescan_dirs)
+            paths += [p for p in self.ws.scan_changes() if p.startswith(prefixes)]
+        renames = [(c.old_path, c.path) for c in batch.changes if c.old_path]
+        for old, new in renames:
+            self._commit_rename(old, new)
+        done = {p for pair in renames for p in pair}
+        self.commit_paths([p for p in dict.fromkeys(paths) if p not in done], "watcher")
+
+    def _commit_rename(self, old: str | None, new: str) -> None:
+        """A rename is one commit of both paths, so the store keeps the document id."""
+        assert self.ws is not None and old is not None
+        try:
+            result = self.ws.commit_external([old, new])
+        except MnoteError as exc:
+            log.warning("could not commit rename %s -> %s: %s", old, new, exc.message)
+            return
+        if result is not None:
+            self.external_commits += 1
+            self.service.events.publish(
+                "external_edit",
+                workspaceId=self.ws.workspace_id,
+                path=new,
+                oldPath=old,
+                commit=result.commit,
+                commandId=result.command_id,
+                reason="watcher",
+            )
+
+    def _reconcile(self, reason: str) -> int:
+        """Commit every difference between the working tree and HEAD, found by content."""
+        assert self.ws is not None
+        self._last_reconcile = time.monotonic()
+        generation = self.watcher.health().reconcile_generation if self.watcher else None
+        made = self.commit_paths(self.ws.scan_changes(), reason)
+        if self.watcher is not None and generation is not None:
+            self.watcher.mark_reconciled(generation)
+        return made
+
+    def reconcile(self, reason: str = "requested") -> Future[int]:
+        return self.submit(lambda: self._reconcile(reason))
+
+
+class _Sink:
+    """The watcher's sink: hands each batch to the runner thread and waits for it."""
+
+    def __init__(self, runner: WorkspaceRunner) -> None:
+        self.runner = runner
+
+    def on_changes(self, batch: SettledBatch) -> None:
+        self.runner.submit(lambda: self.runner.apply_batch(batch)).result()
+
+    def on_reconcile_needed(self, reason: ReconcileReason, detail: str) -> None:
+        log.info("reconciling the workspace: %s (%s)", reason.value, detail)
+        self.runner.reconcile(reason.value)

@@ -1,0 +1,112 @@
+"""The workspace runner end to end: a real watcher, real editor saves, real commits."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mnoted.service import Actor, Service
+from mnoted.service.runner import RunnerConfig, WorkspaceRunner
+from mnoted.store import Workspace
+
+PLAN = "# Plan\n\nFirst paragraph.\n\nSecond paragraph.\n\nThird paragraph.\n"
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout
+
+
+def wait_for(predicate, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError("condition not reached in time")
+
+
+@pytest.fixture
+def runner(tmp_path: Path) -> Iterator[WorkspaceRunner]:
+    root = tmp_path / "ws"
+    Workspace.init(root).close()
+    (root / "plan.md").write_text(PLAN)
+    service = Service()
+    r = WorkspaceRunner(root, service, RunnerConfig(quiet_seconds=0.05, max_delay_seconds=1.0))
+    r.start()
+    yield r
+    r.stop()
+
+
+def call(r: WorkspaceRunner, tool: str, **fields) -> dict:
+    raw = {"toolName": tool, "sessionId": "s", "runId": "r", "toolCallId": "c", "traceId": "t", **fields}
+    return r.call(raw, Actor.owner())
+
+
+def commits(root: Path) -> int:
+    return int(git(root, "rev-list", "--count", "HEAD"))
+
+
+def test_startup_reconciles_edits_made_while_down(runner: WorkspaceRunner) -> None:
+    log = git(runner.root, "log", "--format=%s|%(trailers:key=Mnote-Actor,valueonly)", "-1").strip()
+    assert log == "external.edit: plan.md|external"
+
+
+def test_editor_save_becomes_one_commit_with_ids_carried(runner: WorkspaceRunner) -> None:
+    root = runner.root
+    before = {b["text"]: b["id"] for b in call(runner, "mnote.page.get", documentId="plan.md")["result"]["blocks"]}
+    count = commits(root)
+    # An editor's atomic save: write a temp file, rename it over the page.
+    tmp = root / ".plan.md.swp"
+    tmp.write_text(PLAN.replace("Second paragraph.", "Second paragraph, edited in vim."))
+    os.replace(tmp, root / "plan.md")
+    wait_for(lambda: commits(root) == count + 1)
+    time.sleep(0.3)
+    assert commits(root) == count + 1
+    after = {b["text"]: b["id"] for b in call(runner, "mnote.page.get", documentId="plan.md")["result"]["blocks"]}
+    assert after["First paragraph."] == before["First paragraph."]
+    assert after["Third paragraph."] == before["Third paragraph."]
+    assert after["Second paragraph, edited in vim."] == before["Second paragraph."]
+    runner.submit(lambda: runner.ws.idle()).result()
+    assert git(root, "status", "--porcelain") == ""
+
+
+def test_tool_write_is_not_committed_twice_by_the_watcher(runner: WorkspaceRunner) -> None:
+    root = runner.root
+    count = commits(root)
+    resp = call(runner, "mnote.page.save", documentId="plan.md", idempotencyKey="k", dryRun=False,
+                content=["From an agent."], mode="append")
+    assert resp["ok"], resp["error"]
+    time.sleep(0.5)
+    assert commits(root) == count + 1
+
+
+def test_edits_under_a_file_grant_are_the_agents(runner: WorkspaceRunner) -> None:
+    root = runner.root
+    grant = call(runner, "mnote.file.grant", documentId="plan.md", idempotencyKey="g", dryRun=False)
+    assert grant["ok"], grant["error"]
+    count = commits(root)
+    (root / "plan.md").write_text(PLAN + "\nAgent's own file tool wrote this.\n")
+    wait_for(lambda: commits(root) == count + 1)
+    assert git(root, "log", "-1", "--format=%(trailers:key=Mnote-Actor,valueonly)").strip() == "owner"
+    released = call(runner, "mnote.file.release", documentId="plan.md", idempotencyKey="r", dryRun=False,
+                    grantId=grant["result"]["grantId"])
+    assert released["ok"], released["error"]
+    assert len(released["result"]["changedBlockIds"]) == 1
+
+
+def test_reconcile_commits_what_a_stopped_watcher_missed(runner: WorkspaceRunner) -> None:
+    root = runner.root
+    assert runner.watcher is not None
+    runner.watcher.stop(flush=False)
+    count = commits(root)
+    (root / "missed.md").write_text("# Missed\n")
+    (root / "plan.md").write_text(PLAN + "\nMissed edit.\n")
+    time.sleep(0.3)
+    assert commits(root) == count
+    made = runner.reconcile("test").result()
+    assert made == 2 and commits(root) == count + 2
