@@ -20,6 +20,7 @@ class Actor:
     grants: tuple[str, ...] = ("**",)
     expires_at: float | None = None
     revoked: bool = False
+    workspace_id: str | None = None  # an agent's token belongs to one workspace
 
     @property
     def is_owner(self) -> bool:
@@ -39,7 +40,7 @@ class Actor:
         return cls(actor_id, "owner")
 
     @classmethod
-    def from_token(cls, record: TokenRecord) -> Actor:
+    def from_token(cls, record: TokenRecord, workspace_id: str | None = None) -> Actor:
         return cls(
             record.actor_id,
             "agent",
@@ -47,6 +48,7 @@ class Actor:
             record.grants,
             record.expires_at,
             record.revoked,
+            workspace_id,
         )
 
 

@@ -161,6 +161,11 @@ class Service:
             )
         return response.to_wire()
 
+    def call_failed(self, raw: Any, exc: MnoteError) -> dict[str, Any]:
+        """The response envelope of a call refused before it reached a workspace."""
+        name = str(raw.get("toolName", "")) if isinstance(raw, Mapping) else ""
+        return self._failure(raw, name, exc).to_wire()
+
     def _failure(self, raw: Any, name: str, exc: MnoteError) -> ToolResponse:
         fields = raw if isinstance(raw, Mapping) else {}
         spec = lookup(name)
@@ -196,7 +201,7 @@ class Service:
         if request.actorId is not None and request.actorId != actor.actor_id and not actor.is_owner:
             raise PermissionDenied("actorId does not match the token")
         # 2. where: a workspace the caller is a member of
-        ws = self._workspace(request)
+        ws = self._workspace(request, actor)
         # 3. the tool is enabled, and 4. the declared and granted scopes suffice
         avail = availability(spec, ws.config.disabled_tools, None)
         if not avail["enabled"]:
@@ -228,14 +233,14 @@ class Service:
             )
         return self._write(call, handler)
 
-    def _workspace(self, request: ToolRequest) -> Workspace:
-        wid = request.workspaceId
+    def _workspace(self, request: ToolRequest, actor: Actor) -> Workspace:
+        wid = request.workspaceId or actor.workspace_id
         if wid is None and len(self.workspaces) == 1:
             return next(iter(self.workspaces.values()))
         if wid is None:
             raise InvalidArguments("workspaceId is required (this daemon serves several)")
         ws = self.workspaces.get(wid)
-        if ws is None:
+        if ws is None or actor.workspace_id not in (None, wid):
             raise PermissionDenied(f"no workspace {wid!r} is available to you")
         return ws
 

@@ -1,0 +1,397 @@
+"""``mnote`` (also ``mnote-cli``) and ``mnoted``: the command line of mnoted.
+
+Every tool call goes through the daemon's socket and prints what the tool answered:
+a readable summary by default, exactly the response envelope with ``--json``.
+Exit codes: 0 ok, 1 tool error, 2 usage, 3 daemon unreachable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from mnoted.cli.client import Client, Unreachable
+from mnoted.cli.output import print_response, print_tools
+from mnoted.core.commands import BLOCK_COMMANDS
+from mnoted.errors import MnoteError
+
+EXIT_OK, EXIT_TOOL, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+
+
+def _json_arg(text: str) -> Any:
+    if text == "-":
+        text = sys.stdin.read()
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+
+
+def _duration(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    try:
+        return float(text[:-1]) * units[text[-1]] if text[-1] in units else float(text)
+    except (ValueError, IndexError):
+        raise argparse.ArgumentTypeError("use seconds or 30m, 12h, 7d") from None
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mnote", description="mnoted's command line")
+    p.add_argument(
+        "--socket", type=Path, help="daemon socket (default: $XDG_RUNTIME_DIR/mnoted/mnoted.sock)"
+    )
+    p.add_argument("--json", action="store_true", help="print the response envelope exactly")
+    p.add_argument("--workspace-id", help="workspace to call when the daemon serves several")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    init = sub.add_parser(
+        "init", help="make a folder an mnoted workspace (adopts an existing repo)"
+    )
+    init.add_argument("dir", type=Path)
+
+    daemon = sub.add_parser("daemon", help="run the daemon in the foreground (same as mnoted)")
+    _daemon_args(daemon)
+
+    sub.add_parser("status", help="daemon, workspaces, watcher health, pending changes")
+    sub.add_parser("tools", help="the tool manifest")
+
+    call = sub.add_parser("call", help="call any tool")
+    call.add_argument("tool", help="e.g. mnote.page.get")
+    call.add_argument("--doc", help="documentId or path")
+    call.add_argument(
+        "--args", type=_json_arg, default={}, help="arguments as JSON ('-' reads stdin)"
+    )
+    call.add_argument("--dry-run", action="store_true")
+
+    page = sub.add_parser("page", help="page shortcuts").add_subparsers(
+        dest="page_cmd", required=True
+    )
+    g = page.add_parser("get")
+    g.add_argument("doc")
+    s = page.add_parser("save")
+    s.add_argument("doc")
+    s.add_argument("--markdown", required=True, help="Markdown to write ('-' reads stdin)")
+    s.add_argument("--mode", choices=["append", "replace"], default="append")
+    s.add_argument("--dry-run", action="store_true")
+    t = page.add_parser("title")
+    t.add_argument("doc")
+    t.add_argument("title")
+    t.add_argument("--dry-run", action="store_true")
+    o = page.add_parser("options")
+    o.add_argument("doc")
+    o.add_argument("settings", nargs="+", help="wideLayout=true showToc=false ...")
+    o.add_argument("--dry-run", action="store_true")
+    c = page.add_parser("create")
+    c.add_argument("path")
+    c.add_argument("--markdown", default="")
+    c.add_argument("--title")
+    c.add_argument("--dry-run", action="store_true")
+    ls = page.add_parser("list")
+    ls.add_argument("--folder")
+    ls.add_argument("--query")
+    f = page.add_parser("fetch")
+    f.add_argument("doc")
+    f.add_argument("--scope", default="full")
+    f.add_argument("--format", default="markdown")
+    f.add_argument("--block-ids", nargs="*")
+    f.add_argument("--query")
+    e = page.add_parser("edit", help="markdown_edit: --replace SEARCH REPLACE (repeatable)")
+    e.add_argument("doc")
+    e.add_argument(
+        "--replace", nargs=2, action="append", metavar=("SEARCH", "REPLACE"), required=True
+    )
+    e.add_argument("--dry-run", action="store_true")
+
+    editor = sub.add_parser("editor", help="block commands (seed 004 field names)")
+    esub = editor.add_subparsers(dest="editor_cmd", required=True)
+    for name in BLOCK_COMMANDS:
+        cmd = esub.add_parser(name)
+        cmd.add_argument("doc")
+        cmd.add_argument("--block-id")
+        cmd.add_argument("--after-block-id")
+        cmd.add_argument("--target-parent-id")
+        cmd.add_argument("--block", help="block JSON, or plain text for a paragraph")
+        cmd.add_argument("--block-type")
+        cmd.add_argument("--props", type=_json_arg)
+        cmd.add_argument("--dry-run", action="store_true")
+
+    log = sub.add_parser("log", help="history with command and trace ids")
+    log.add_argument("page", nargs="?")
+    log.add_argument("--limit", type=int, default=20)
+
+    grant = sub.add_parser("grant", help="agent tokens").add_subparsers(
+        dest="grant_cmd", required=True
+    )
+    gc = grant.add_parser("create")
+    gc.add_argument("--workspace", type=Path, required=True, help="workspace folder")
+    gc.add_argument("--actor", required=True, help="the agent's actor id, e.g. hermes")
+    gc.add_argument(
+        "--scope", action="append", default=[], help="page.read, page.write, artifact.write"
+    )
+    gc.add_argument(
+        "--path", action="append", default=[], help="path glob, e.g. 'notes/**' (default: all)"
+    )
+    gc.add_argument("--expires", type=_duration, help="lifetime, e.g. 12h or 7d (default: none)")
+    gl = grant.add_parser("list")
+    gl.add_argument("--workspace", type=Path, required=True)
+    gr = grant.add_parser("revoke")
+    gr.add_argument("--workspace", type=Path, required=True)
+    gr.add_argument("token_id")
+    return p
+
+
+def _daemon_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--workspace", type=Path, action="append", default=[], help="workspace folder (repeatable)"
+    )
+    p.add_argument(
+        "--config", type=Path, help="config file (default: ~/.config/mnoted/config.toml)"
+    )
+    p.add_argument("--socket", dest="daemon_socket", type=Path, help="socket path")
+    p.add_argument("--listen", type=Path, action="append", default=[], help="a further socket path")
+
+
+def _daemon(args: argparse.Namespace) -> int:
+    from mnoted.server.daemon import DaemonConfig, config_dir, run
+
+    path = args.config or config_dir() / "config.toml"
+    config = DaemonConfig.load(path)
+    config.workspaces = [*config.workspaces, *args.workspace]
+    if args.daemon_socket:
+        config.socket = args.daemon_socket
+    config.listen = [*config.listen, *args.listen]
+    return run(config)
+
+
+def daemon_main() -> int:
+    p = argparse.ArgumentParser(prog="mnoted", description="the mnoted daemon")
+    _daemon_args(p)
+    return _daemon(p.parse_args())
+
+
+def _block_args(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in ("block_id", "after_block_id", "target_parent_id", "block_type", "props"):
+        value = getattr(args, key)
+        if value is not None:
+            out[key] = value
+    if args.block is not None:
+        try:
+            out["block"] = json.loads(args.block)
+        except ValueError:
+            out["block"] = {"type": "paragraph", "text": args.block}
+    out["command"] = args.editor_cmd
+    return out
+
+
+def _options(settings: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in settings:
+        key, sep, value = item.partition("=")
+        if not sep or value.lower() not in ("true", "false"):
+            raise SystemExit(f"mnote: options are key=true or key=false, not {item!r}")
+        out[key] = value.lower() == "true"
+    return out
+
+
+def _text(value: str) -> str:
+    return sys.stdin.read() if value == "-" else value
+
+
+def tool_call(args: argparse.Namespace) -> tuple[str, str | None, dict[str, Any], bool]:
+    """The (tool, document, arguments, dry run) a shortcut command stands for."""
+    dry = bool(getattr(args, "dry_run", False))
+    if args.cmd == "call":
+        return args.tool, args.doc, args.args, dry
+    if args.cmd == "editor":
+        return "mnote.doc.apply_block_ops", args.doc, {"operations": [_block_args(args)]}, dry
+    if args.cmd == "log":
+        return "mnote.doc.history", args.page, {"limit": args.limit}, False
+    sub = args.page_cmd
+    if sub == "get":
+        return "mnote.page.get", args.doc, {}, False
+    if sub == "save":
+        return (
+            "mnote.page.save",
+            args.doc,
+            {"content": [{"markdown": _text(args.markdown)}], "mode": args.mode},
+            dry,
+        )
+    if sub == "title":
+        return "mnote.page.update_title", args.doc, {"title": args.title}, dry
+    if sub == "options":
+        return "mnote.page.update_options", args.doc, {"options": _options(args.settings)}, dry
+    if sub == "create":
+        body: dict[str, Any] = {"path": args.path, "content": _text(args.markdown)}
+        if args.title:
+            body["title"] = args.title
+        return "mnote.page.create", None, body, dry
+    if sub == "list":
+        return (
+            "mnote.workspace.list",
+            None,
+            {k: v for k, v in (("folder", args.folder), ("query", args.query)) if v},
+            False,
+        )
+    if sub == "fetch":
+        fetch: dict[str, Any] = {"scope": args.scope, "format": args.format}
+        if args.block_ids:
+            fetch["blockIds"] = args.block_ids
+        if args.query:
+            fetch["query"] = args.query
+        return "mnote.doc.fetch", args.doc, fetch, False
+    if sub == "edit":
+        ops = [{"search": s, "replace": r} for s, r in args.replace]
+        return "mnote.doc.markdown_edit", args.doc, {"operations": ops}, dry
+    raise SystemExit(f"mnote: unknown command {sub}")
+
+
+def _init(args: argparse.Namespace) -> int:
+    from mnoted.store import Workspace
+
+    with Workspace.init(args.dir) as ws:
+        print(f"workspace {ws.workspace_id} ready at {ws.root}")
+        print(f"start serving it with:  mnoted --workspace {ws.root}")
+    return EXIT_OK
+
+
+def _grant(args: argparse.Namespace) -> int:
+    from mnoted.store.tokens import TokenStore
+
+    store = TokenStore(args.workspace.expanduser().resolve() / ".mnote" / "state")
+    if not store.path.parent.is_dir():
+        print(
+            f"mnote: {args.workspace} is not an mnoted workspace (run `mnote init` first)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if args.grant_cmd == "create":
+        scopes = tuple(args.scope) or ("page.read",)
+        unknown = [s for s in scopes if s not in ("page.read", "page.write", "artifact.write")]
+        if unknown:
+            print(f"mnote: unknown scope(s) {', '.join(unknown)}", file=sys.stderr)
+            return EXIT_USAGE
+        now = time.time()
+        expires = now + args.expires if args.expires else None
+        token, record = store.create(args.actor, scopes, tuple(args.path), expires, now)
+        if args.json:
+            print(
+                json.dumps(
+                    {
+                        "token": token,
+                        "tokenId": record.token_id,
+                        "actorId": record.actor_id,
+                        "scopes": list(record.scopes),
+                        "grants": list(record.grants),
+                        "expiresAt": record.expires_at,
+                    }
+                )
+            )
+        else:
+            print(
+                f"token for {record.actor_id} ({record.token_id}); "
+                f"shown once, keep it secret:\n{token}"
+            )
+        return EXIT_OK
+    if args.grant_cmd == "list":
+        rows = store.list()
+        if args.json:
+            print(json.dumps([{k: v for k, v in r.__dict__.items() if k != "hash"} for r in rows]))
+            return EXIT_OK
+        for r in rows:
+            state = "revoked" if r.revoked else "active"
+            expiry = (
+                time.strftime("%Y-%m-%d %H:%M", time.localtime(r.expires_at))
+                if r.expires_at
+                else "never"
+            )
+            print(
+                f"{r.token_id}  {r.actor_id:<12} {state:<8} expires {expiry}  "
+                f"scopes {','.join(r.scopes)}  paths {','.join(r.grants)}"
+            )
+        return EXIT_OK
+    store.revoke(args.token_id)
+    print(f"revoked {args.token_id}")
+    return EXIT_OK
+
+
+def _workspace_log(client: Client, args: argparse.Namespace) -> int:
+    status, body = client.request("GET", "/v1/workspaces")
+    if status != 200:
+        print(json.dumps(body, indent=2))
+        return EXIT_TOOL
+    fmt = (
+        "%h %an %s%n"
+        "  command=%(trailers:key=Mnote-Command-Id,valueonly,separator=)"
+        " trace=%(trailers:key=Mnote-Trace-Id,valueonly,separator=)"
+    )
+    for ws in body["workspaces"]:
+        if ws["root"]:
+            print(f"# {ws['workspaceId']} {ws['root']}")
+            subprocess.run(
+                ["git", "log", f"-{args.limit}", f"--format={fmt}"], cwd=ws["root"], check=False
+            )
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        if args.cmd == "init":
+            return _init(args)
+        if args.cmd == "daemon":
+            return _daemon(args)
+        if args.cmd == "grant":
+            return _grant(args)
+        client = Client(args.socket)
+        if args.cmd == "status":
+            _, health = client.request("GET", "/v1/health")
+            status, body = client.request("GET", "/v1/workspaces")
+            out = {"daemon": health, **(body if status == 200 else {"error": body.get("error")})}
+            print(json.dumps(out, indent=2))
+            return EXIT_OK if status == 200 else EXIT_TOOL
+        if args.cmd == "tools":
+            _, body = client.request("GET", "/v1/tools")
+            if args.json:
+                print(json.dumps(body, indent=2))
+            else:
+                print_tools(body)
+            return EXIT_OK if "tools" in body else EXIT_TOOL
+        if args.cmd == "log" and args.page is None:
+            return _workspace_log(client, args)
+        tool, doc, tool_args, dry = tool_call(args)
+        response = client.call(tool, doc, tool_args, dry, args.workspace_id)
+        if args.json:
+            print(json.dumps(response, indent=2, ensure_ascii=False))
+        else:
+            print_response(response, color=sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
+        return EXIT_OK if response.get("ok") else EXIT_TOOL
+    except Unreachable as exc:
+        print(
+            f"mnote: {exc}\n  start the daemon with `mnoted --workspace DIR` (or `make run`),\n"
+            f"  or point --socket / MNOTED_SOCKET at the one that is running",
+            file=sys.stderr,
+        )
+        return EXIT_UNREACHABLE
+    except MnoteError as exc:
+        print(f"mnote: {exc.message}\n  hint: {exc.hint}", file=sys.stderr)
+        return EXIT_TOOL
+
+
+def entry() -> int:
+    """Console entry point: ``main`` with a quiet exit when stdout is closed early (``| head``)."""
+    try:
+        return main()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(entry())

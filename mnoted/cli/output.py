@@ -1,0 +1,91 @@
+"""Human-readable output of tool responses: summaries, tables, coloured diffs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+_RED, _GREEN, _CYAN, _BOLD, _RESET = "\033[31m", "\033[32m", "\033[36m", "\033[1m", "\033[0m"
+
+
+def colour_diff(diff: str, color: bool) -> str:
+    if not color:
+        return diff
+    out = []
+    for line in diff.splitlines():
+        if line.startswith(("+++", "---")):
+            out.append(_BOLD + line + _RESET)
+        elif line.startswith("+"):
+            out.append(_GREEN + line + _RESET)
+        elif line.startswith("-"):
+            out.append(_RED + line + _RESET)
+        elif line.startswith("@@"):
+            out.append(_CYAN + line + _RESET)
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def print_response(response: dict[str, Any], color: bool = False) -> None:
+    if not response.get("ok"):
+        error = response.get("error") or {}
+        print(f"error {error.get('code')}: {error.get('message')}")
+        if error.get("hint"):
+            print(f"  hint: {error['hint']}")
+        if error.get("details"):
+            print(f"  details: {json.dumps(error['details'], ensure_ascii=False)}")
+        return
+    result = response.get("result") or {}
+    audit = response.get("audit") or {}
+    tool = response.get("toolName", "")
+    if "commandName" in result:
+        state = "dry run" if result.get("dryRun") else audit.get("effect", "")
+        print(f"{result['commandName']} ({state}) {result.get('path', '')}")
+        if result.get("revision"):
+            print(f"  revision  {result['revision']}")
+        if audit.get("commandId"):
+            print(f"  command   {audit['commandId']}")
+        if result.get("changedBlockIds"):
+            print(f"  changed   {', '.join(result['changedBlockIds'])}")
+        for warning in result.get("warnings", []):
+            print(f"  warning   {warning}")
+        if result.get("unifiedDiff"):
+            print(colour_diff(result["unifiedDiff"].rstrip("\n"), color))
+        return
+    if tool == "mnote.page.get":
+        print(f"{result['title']}  ({result['path']}, {result['documentId']})")
+        print(f"  revision {result['revision']}")
+        for block in result.get("blocks", []):
+            text = block["text"].replace("\n", " ")
+            indent = "  " if block.get("parentId") else ""
+            print(f"  {indent}{block['id']:<12} {block['type']:<14} {text[:70]}")
+        return
+    if tool == "mnote.workspace.list":
+        for page in result.get("pages", []):
+            print(f"{page['documentId']:<26} {page['path']:<40} {page['title']}")
+        return
+    if tool == "mnote.doc.history":
+        for c in result.get("commits", []):
+            print(f"{c['commit'][:10]} {c.get('actor') or '':<10} {c['subject']}")
+            if c.get("commandId") or c.get("traceId"):
+                print(
+                    f"           command={c.get('commandId') or ''} trace={c.get('traceId') or ''}"
+                )
+        return
+    if tool == "mnote.doc.fetch" and result.get("markdown") is not None:
+        print(result["markdown"])
+        return
+    print(json.dumps(result, indent=2, ensure_ascii=False))
+
+
+def print_tools(manifest: dict[str, Any]) -> None:
+    tools = manifest.get("tools", [])
+    width = max((len(t["name"]) for t in tools), default=10)
+    for t in tools:
+        enabled = (
+            ""
+            if t["availability"]["enabled"]
+            else f"  [off: {t['availability']['unsupportedReason']}]"
+        )
+        kind = "read " if t["annotations"]["readonly"] else "write"
+        print(f"{t['name']:<{width}}  {kind}  {t['description'][:70]}{enabled}")

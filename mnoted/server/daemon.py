@@ -1,0 +1,315 @@
+"""``mnoted``: the composition root that reads configuration and runs the daemon.
+
+One daemon serves one or more workspaces (one runner thread each) on a private Unix
+socket. It starts serving without parsing any page, shuts down cleanly on SIGTERM
+(the command in flight finishes, watchers stop, the socket is removed), reloads its
+configuration on SIGHUP (workspaces added or removed), and reports readiness and a
+watchdog heartbeat to systemd when run under it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import os
+import secrets
+import signal
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from mnoted import __version__
+from mnoted.errors import InvalidArguments, MnoteError, PermissionDenied, WorkspaceInvalid
+from mnoted.server.app import Limits, build_app
+from mnoted.server.sdnotify import notify, watchdog_interval
+from mnoted.server.unixsocket import bind_private, default_socket_path
+from mnoted.service.actors import Actor
+from mnoted.service.executor import Service
+from mnoted.service.runner import RunnerConfig, WorkspaceRunner
+from mnoted.store.tokens import TokenStore
+
+log = logging.getLogger("mnoted")
+
+
+def config_dir(env: dict[str, str] | None = None) -> Path:
+    env = dict(os.environ) if env is None else env
+    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME", str(Path.home()))) / ".config")
+    return Path(base) / "mnoted"
+
+
+def owner_token(directory: Path, *, create: bool) -> str | None:
+    """The owner's token, kept 0600 in the user's config folder (created on first start)."""
+    path = directory / "owner.token"
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        if not create:
+            return None
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    token = "mno_" + secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(token + "\n")
+    return token
+
+
+@dataclass
+class DaemonConfig:
+    workspaces: list[Path] = field(default_factory=list)
+    socket: Path = field(default_factory=default_socket_path)
+    listen: list[Path] = field(default_factory=list)
+    limits: Limits = field(default_factory=Limits)
+    runner: RunnerConfig = field(default_factory=RunnerConfig)
+    config_file: Path | None = None
+
+    @classmethod
+    def load(cls, path: Path) -> DaemonConfig:
+        """``config.toml``: ``workspaces``, ``socket``, ``listen``, ``[limits]``, ``[sync]``."""
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return cls(config_file=path)
+        except tomllib.TOMLDecodeError as exc:
+            raise WorkspaceInvalid(f"{path} is not valid TOML: {exc}") from exc
+        limits = data.get("limits", {})
+        sync = data.get("sync", {})
+        return cls(
+            workspaces=[Path(p).expanduser() for p in data.get("workspaces", [])],
+            socket=Path(data["socket"]).expanduser() if "socket" in data else default_socket_path(),
+            listen=[Path(p).expanduser() for p in data.get("listen", [])],
+            limits=Limits(
+                max_body_bytes=int(limits.get("maxBodyBytes", Limits.max_body_bytes)),
+                max_json_depth=int(limits.get("maxJsonDepth", Limits.max_json_depth)),
+            ),
+            runner=RunnerConfig(
+                watch=bool(sync.get("watch", True)),
+                quiet_seconds=float(sync.get("quietSeconds", RunnerConfig.quiet_seconds)),
+                max_delay_seconds=float(
+                    sync.get("maxDelaySeconds", RunnerConfig.max_delay_seconds)
+                ),
+                reconcile_every=float(sync.get("reconcileSeconds", RunnerConfig.reconcile_every)),
+            ),
+            config_file=path,
+        )
+
+
+class Daemon:
+    """The running daemon: runners by workspace id, the executor, the HTTP app."""
+
+    def __init__(self, config: DaemonConfig, token: str) -> None:
+        self.config = config
+        self.token = token
+        self.uid = os.getuid()
+        self.service = Service()
+        self.runners: dict[str, WorkspaceRunner] = {}
+        self.started = time.time()
+        self._sites: list[web.SockSite] = []
+        self._web: web.AppRunner | None = None
+        self._stop = asyncio.Event()
+
+    # -- workspaces --------------------------------------------------------------------------
+    def open_workspaces(self, roots: list[Path]) -> None:
+        for root in roots:
+            root = root.resolve()
+            if any(r.root == root for r in self.runners.values()):
+                continue
+            runner = WorkspaceRunner(root, self.service, self.config.runner)
+            runner.start()
+            self.runners[runner.workspace_id] = runner
+            log.info("serving workspace=%s root=%s", runner.workspace_id, root)
+
+    def close_workspace(self, workspace_id: str) -> None:
+        runner = self.runners.pop(workspace_id)
+        runner.stop()
+        self.service.workspaces.pop(workspace_id, None)
+        log.info("stopped serving workspace=%s", workspace_id)
+
+    def runner_for(self, workspace_id: str | None, actor: Actor) -> WorkspaceRunner:
+        if workspace_id is None:
+            if len(self.runners) == 1:
+                return next(iter(self.runners.values()))
+            raise InvalidArguments("workspaceId is required: this daemon serves several workspaces")
+        runner = self.runners.get(workspace_id)
+        if runner is None or (actor.workspace_id not in (None, workspace_id)):
+            raise PermissionDenied(f"no workspace {workspace_id!r} is available to you")
+        return runner
+
+    # -- calls -----------------------------------------------------------------------------------
+    def actor_for(self, authorization: str) -> Actor | None:
+        scheme, _, token = authorization.partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            return None
+        if hmac.compare_digest(token, self.token):
+            return Actor.owner()
+        for runner in list(self.runners.values()):
+            record = TokenStore(runner.root / ".mnote" / "state").find(token)
+            if record is not None:
+                return Actor.from_token(record, workspace_id=runner.workspace_id)
+        return None
+
+    async def call(self, payload: Any, actor: Actor) -> dict[str, Any]:
+        wid = payload.get("workspaceId") if isinstance(payload, dict) else None
+        if wid is None and actor.workspace_id is not None:
+            wid = actor.workspace_id
+        try:
+            runner = self.runner_for(wid if isinstance(wid, str) else None, actor)
+        except MnoteError as exc:
+            return self.service.call_failed(payload, exc)
+        return await asyncio.get_running_loop().run_in_executor(None, runner.call, payload, actor)
+
+    def may_see(self, actor: Actor, event: dict[str, Any]) -> bool:
+        if actor.is_owner:
+            return True
+        if actor.workspace_id is not None and event.get("workspaceId") != actor.workspace_id:
+            return False
+        path = event.get("path")
+        return path is None or actor.may_access(str(path))
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "ok": True,
+            "version": __version__,
+            "pid": os.getpid(),
+            "uptimeSeconds": round(time.time() - self.started, 3),
+            "workspaces": len(self.runners),
+            "socket": str(self.config.socket),
+        }
+
+    def workspace_status(self, actor: Actor) -> list[dict[str, Any]]:
+        out = []
+        for wid, runner in self.runners.items():
+            if actor.workspace_id not in (None, wid):
+                continue
+            health = runner.watcher.health() if runner.watcher else None
+            status = runner.submit(partial(_runner_status, runner)).result(timeout=30)
+            out.append(
+                {
+                    "workspaceId": wid,
+                    "root": str(runner.root) if actor.is_owner else None,
+                    "watcher": None
+                    if health is None
+                    else {
+                        "state": health.state.value,
+                        "watchCount": health.watch_count,
+                        "overflows": health.overflows,
+                        "pending": health.pending,
+                        "needsReconcile": health.needs_reconcile,
+                        "lastError": health.last_error,
+                    },
+                    "externalCommits": runner.external_commits,
+                    **status,
+                }
+            )
+        return out
+
+    # -- serving ---------------------------------------------------------------------------------
+    async def serve(self) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.open_workspaces, self.config.workspaces)
+        app = build_app(self, self.config.limits)
+        self._web = web.AppRunner(app, handle_signals=False, access_log=None)
+        await self._web.setup()
+        for path in [self.config.socket, *self.config.listen]:
+            sock = bind_private(path)
+            site = web.SockSite(self._web, sock)
+            await site.start()
+            self._sites.append(site)
+            log.info("listening socket=%s", path)
+        for sig, handler in (
+            (signal.SIGTERM, self.request_stop),
+            (signal.SIGINT, self.request_stop),
+            (signal.SIGHUP, self.reload),
+        ):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, handler)
+        print(f"mnoted {__version__} listening on {self.config.socket}", flush=True)
+        notify(f"READY=1\nSTATUS=serving {len(self.runners)} workspace(s)")
+        beat = watchdog_interval()
+        heartbeat = asyncio.create_task(self._heartbeat(beat)) if beat else None
+        await self._stop.wait()
+        notify("STOPPING=1")
+        if heartbeat is not None:
+            heartbeat.cancel()
+        await self.shutdown()
+
+    async def _heartbeat(self, every: float) -> None:
+        while True:
+            await asyncio.sleep(every)
+            notify("WATCHDOG=1")
+
+    def request_stop(self) -> None:
+        log.info("stopping")
+        self._stop.set()
+
+    def reload(self) -> None:
+        """SIGHUP: read the configuration file again; open new workspaces, close removed ones."""
+        if self.config.config_file is None:
+            return
+        try:
+            fresh = DaemonConfig.load(self.config.config_file)
+        except MnoteError as exc:
+            log.error("reload failed: %s", exc.message)
+            return
+        wanted = {p.resolve() for p in fresh.workspaces} | {
+            p.resolve() for p in self.config.workspaces
+        }
+        loop = asyncio.get_running_loop()
+
+        def apply() -> None:
+            for wid, runner in list(self.runners.items()):
+                if runner.root not in wanted:
+                    self.close_workspace(wid)
+            try:
+                self.open_workspaces(sorted(wanted))
+            except MnoteError as exc:
+                log.error("reload could not open a workspace: %s", exc.message)
+
+        loop.run_in_executor(None, apply)
+        log.info("reloaded %s", self.config.config_file)
+
+    async def shutdown(self) -> None:
+        if self._web is not None:
+            await self._web.cleanup()
+        loop = asyncio.get_running_loop()
+        for wid in list(self.runners):
+            await loop.run_in_executor(None, self.close_workspace, wid)
+        for path in [self.config.socket, *self.config.listen]:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        log.info("stopped")
+
+
+def _runner_status(runner: WorkspaceRunner) -> dict[str, Any]:
+    ws = runner.ws
+    assert ws is not None
+    return {"head": ws.head, "branch": ws.branch, "pendingChanges": len(ws.scan_changes())}
+
+
+def run(config: DaemonConfig) -> int:
+    """Run the daemon in the foreground until SIGTERM or SIGINT."""
+    logging.basicConfig(
+        level=os.environ.get("MNOTED_LOG", "INFO").upper(),
+        format="%(asctime)s level=%(levelname)s logger=%(name)s %(message)s",
+        stream=sys.stderr,
+    )
+    if not config.workspaces:
+        print("mnoted: no workspace given (use --workspace DIR or a config file)", file=sys.stderr)
+        return 2
+    token = owner_token(config_dir(), create=True)
+    assert token is not None
+    daemon = Daemon(config, token)
+    try:
+        asyncio.run(daemon.serve())
+    except MnoteError as exc:
+        print(f"mnoted: {exc.message}\n  hint: {exc.hint}", file=sys.stderr)
+        return 1
+    return 0

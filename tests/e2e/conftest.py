@@ -1,0 +1,102 @@
+"""The real daemon, started as a process on a real Unix socket, polled until ready."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mnoted.cli.client import Client, Unreachable
+from mnoted.store import Workspace
+
+
+class DaemonProcess:
+    def __init__(self, base: Path, workspace: Path) -> None:
+        self.base = base
+        self.workspace = workspace
+        self.socket = base / "s" / "d.sock"  # short: socket paths are limited to 108 bytes
+        self.env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "XDG_"))},
+            "HOME": str(base / "home"),
+            "XDG_CONFIG_HOME": str(base / "home" / ".config"),
+            "XDG_RUNTIME_DIR": str(base / "run"),
+            "MNOTED_SOCKET": str(self.socket),
+            "GIT_CONFIG_NOSYSTEM": "1",
+        }
+        self.proc: subprocess.Popen[str] | None = None
+        self.log = base / "daemon.log"
+
+    def start(self, *extra: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mnoted.cli.main", "daemon", "--workspace", str(self.workspace),
+             "--socket", str(self.socket), *extra],
+            env=self.env, stdout=self.log.open("w"), stderr=subprocess.STDOUT, text=True,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"daemon exited: {self.log.read_text()}")
+            try:
+                status, _ = self.client().request("GET", "/v1/health")
+                if status == 200:
+                    return
+            except Unreachable:
+                pass
+            time.sleep(0.05)
+        raise AssertionError(f"daemon not ready: {self.log.read_text()}")
+
+    def owner_token(self) -> str:
+        return (self.base / "home" / ".config" / "mnoted" / "owner.token").read_text().strip()
+
+    def client(self, token: str | None = None) -> Client:
+        old = os.environ.get("XDG_CONFIG_HOME")
+        os.environ["XDG_CONFIG_HOME"] = self.env["XDG_CONFIG_HOME"]
+        try:
+            return Client(self.socket, token=token)
+        finally:
+            if old is None:
+                os.environ.pop("XDG_CONFIG_HOME", None)
+            else:
+                os.environ["XDG_CONFIG_HOME"] = old
+
+    def cli(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "mnoted.cli.main", "--socket", str(self.socket), *args],
+            env=self.env, capture_output=True, text=True, input=stdin, timeout=60,
+        )
+
+    def stop(self) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                raise
+        return self.proc.returncode
+
+    def git(self, *args: str) -> str:
+        return subprocess.run(["git", *args], cwd=self.workspace, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def daemon() -> Iterator[DaemonProcess]:
+    with tempfile.TemporaryDirectory(prefix="mn") as tmp:
+        base = Path(tmp)
+        workspace = base / "notes"
+        Workspace.init(workspace).close()
+        (workspace / "plan.md").write_text("# Plan\n\nShip on Monday.\n\n- one\n- two\n")
+        d = DaemonProcess(base, workspace)
+        d.start()
+        try:
+            yield d
+        finally:
+            d.stop()
