@@ -220,6 +220,11 @@ def test_one_settled_change_per_save(
     quiet(watcher)
     assert triples(sink) == sorted(case.expected)
     assert_no_temp_names(sink)
+    # The one change carries the final content: what the store reads when it gets the
+    # batch is what is on disk once the editor is done (None: the path is gone).
+    for path, data in sink.read_at_delivery:
+        final = (workspace / path).read_bytes() if (workspace / path).exists() else None
+        assert data == final, path
     if name == "folder_rename":
         assert set(sink.batches[-1].rescan_dirs) >= {"d1", "renamed"}
     health = watcher.health()
