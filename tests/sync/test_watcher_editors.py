@@ -294,3 +294,50 @@ def test_gitignored_files_never_reach_the_sink(
     assert sink.wait(lambda s: len(s.changes) >= 1)
     quiet(watcher)
     assert triples(sink) == [("created", "kept.md", None)]
+
+
+def test_new_nested_folders_written_at_once(
+    workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink, quiet: QuietFn
+) -> None:
+    # mkdir -p then write at once: files may land before their folder's watch exists;
+    # watchdog reports what it finds when it adds the watch, and the folder is rescanned.
+    watcher = make_watcher()
+    os.makedirs(workspace / "a" / "b" / "c")
+    for d in ("a", "a/b", "a/b/c"):
+        write(workspace / d / "n.md", d.encode())
+    assert sink.wait(lambda s: len(s.changes) >= 3)
+    quiet(watcher)
+    assert triples(sink) == [
+        ("created", "a/b/c/n.md", None),
+        ("created", "a/b/n.md", None),
+        ("created", "a/n.md", None),
+    ]
+    rescans = {d for b in sink.batches for d in b.rescan_dirs}
+    assert "a" in rescans
+
+
+def test_folder_moved_in_and_out_of_the_workspace(
+    workspace: Path,
+    tmp_path: Path,
+    make_watcher: WatcherFactory,
+    sink: RecordingSink,
+    quiet: QuietFn,
+) -> None:
+    seed(workspace)
+    incoming = tmp_path / "incoming"
+    (incoming / "sub").mkdir(parents=True)
+    (incoming / "i.md").write_text("i")
+    (incoming / "sub" / "j.md").write_text("j")
+    watcher = make_watcher()
+    os.rename(incoming, workspace / "incoming")
+    os.rename(workspace / "d1", tmp_path / "gone")
+    assert sink.wait(lambda s: len(s.changes) >= 2)
+    quiet(watcher)
+    # Moved in: every file is reported. Moved out: inotify reports only the folder, so
+    # the store learns of its files from the rescan.
+    assert triples(sink) == [
+        ("created", "incoming/i.md", None),
+        ("created", "incoming/sub/j.md", None),
+    ]
+    rescans = {d for b in sink.batches for d in b.rescan_dirs}
+    assert {"incoming", "d1"} <= rescans
