@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -341,3 +342,20 @@ def test_folder_moved_in_and_out_of_the_workspace(
     ]
     rescans = {d for b in sink.batches for d in b.rescan_dirs}
     assert {"incoming", "d1"} <= rescans
+
+
+def test_slow_writer_is_not_settled_half_way(
+    workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink, quiet: QuietFn
+) -> None:
+    # A writer pausing longer than the quiet period (0.15 s) while the file is open:
+    # without IN_CLOSE_WRITE in the event set the first half would settle on its own.
+    seed(workspace)
+    watcher = make_watcher()  # close_timeout 0.5 s
+    with open(workspace / "x.md", "wb", buffering=0) as f:
+        f.write(b"# x\nfirst half\n")
+        time.sleep(0.3)
+        f.write(b"second half\n")
+    assert sink.wait(lambda s: len(s.changes) >= 1)
+    quiet(watcher)
+    assert triples(sink) == [("modified", "x.md", None)]
+    assert sink.read_at_delivery == [("x.md", b"# x\nfirst half\nsecond half\n")]
