@@ -353,11 +353,9 @@ class Debouncer:
 
         replaced = self._entries.pop(dst, None)
         if replaced is not None:
+            # Whatever dst carried is overwritten; if it came from elsewhere, that origin
+            # now has no carrier and settles as deleted (see _settle).
             self._unlink(replaced)
-            if replaced.origin is not None and replaced.origin != dst and replaced.exists:
-                # The content dst carried (renamed from elsewhere) is overwritten: its origin
-                # is gone unless rewritten, which the origin's own entry reports.
-                self._orphan(replaced.origin, now)
             dst_was_present = replaced.was_present
             first_at = min(first_at, replaced.first_at)
         else:
@@ -366,18 +364,6 @@ class Debouncer:
         self._entries[dst] = carrier
         self._link(carrier)
         self._schedule(carrier)
-
-    def _orphan(self, origin: str, now: float) -> None:
-        """Content from ``origin`` was destroyed in flight: report the origin as deleted."""
-        entry = self._entries.get(origin)
-        if entry is None:
-            entry = _Entry(origin, origin, True, False, now, now, next(self._seq))
-            self._entries[origin] = entry
-            self._link(entry)
-        elif entry.origin is None and not entry.exists:
-            entry.origin = origin
-            self._link(entry)
-        self._schedule(entry)
 
     def _link(self, entry: _Entry) -> None:
         if entry.origin is not None and entry.origin != entry.path:
@@ -480,7 +466,6 @@ class Debouncer:
             return None
         times: list[float] = []
         changes: list[tuple[int, int, SettledChange]] = []
-        deleted: set[str] = set()
 
         def holds_file(path: str) -> bool:
             entry = self._entries.get(path)
@@ -491,30 +476,39 @@ class Debouncer:
             entry = self._entries.get(path)
             return entry is not None and entry.exists and entry.origin is None
 
-        def delete(path: str, seq: int) -> None:
-            if path not in deleted:
-                deleted.add(path)
-                change = SettledChange(ChangeKind.DELETED, path)
-                changes.append((_RANK[ChangeKind.DELETED], seq, change))
+        def content_lives_on(path: str) -> bool:
+            """The content ``path`` had at the window's start sits at some path now."""
+            carrier = self._carriers.get(path)
+            return carrier is not None and holds_file(carrier)
 
+        def was_present(path: str) -> bool | None:
+            entry = self._entries.get(path)
+            return entry.was_present if entry is not None else True
+
+        candidates: dict[str, int] = {}
         for entry in settled.values():
             times.extend((entry.first_at, entry.last_at))
             path, origin = entry.path, entry.origin
-            if entry.exists:
-                if origin is not None and origin != path and not rewritten(origin):
-                    change = SettledChange(ChangeKind.RENAMED, path, origin)
-                elif origin == path or entry.was_present:
-                    change = SettledChange(ChangeKind.MODIFIED, path)
-                else:
-                    change = SettledChange(ChangeKind.CREATED, path)
-                changes.append((_RANK[change.kind], entry.seq, change))
-            elif origin == path:
-                delete(path, entry.seq)
-            elif origin is not None:
-                if not holds_file(origin):
-                    delete(origin, entry.seq)
-                if entry.was_present:
-                    delete(path, entry.seq)
+            candidates.setdefault(path, entry.seq)
+            if origin is not None:
+                candidates.setdefault(origin, entry.seq)
+            if not entry.exists:
+                continue
+            if origin is not None and origin != path and not rewritten(origin):
+                change = SettledChange(ChangeKind.RENAMED, path, origin)
+            elif origin == path or entry.was_present:
+                change = SettledChange(ChangeKind.MODIFIED, path)
+            else:
+                change = SettledChange(ChangeKind.CREATED, path)
+            changes.append((_RANK[change.kind], entry.seq, change))
+        # A path is deleted when it has no file now, its starting content lives nowhere,
+        # and it may have had a file at the start: "unknown" counts, since losing a
+        # delete is worse than reporting one for a path the store never tracked.
+        for path, seq in candidates.items():
+            if holds_file(path) or content_lives_on(path) or was_present(path) is False:
+                continue
+            change = SettledChange(ChangeKind.DELETED, path)
+            changes.append((_RANK[ChangeKind.DELETED], seq, change))
         for path in settled:
             entry = self._entries.pop(path)
             self._unlink(entry)

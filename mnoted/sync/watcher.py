@@ -479,10 +479,14 @@ class Watcher:
     def health(self) -> WatcherHealth:
         observer = self._observer
         watch_count = observer.inotify_fd.watch_count if observer is not None else None
+        driver = self._driver
         with self._cond:
+            state = self._state
+            if state is not WatcherState.STOPPED and (driver is None or not driver.is_alive()):
+                state = WatcherState.FAILED  # nothing would be delivered
             return WatcherHealth(
-                state=self._state,
-                running=self._state in (WatcherState.RUNNING, WatcherState.DEGRADED),
+                state=state,
+                running=state in (WatcherState.RUNNING, WatcherState.DEGRADED),
                 watch_count=watch_count,
                 watch_limit_hit=self._watch_limit_hit,
                 watch_failures=self._watch_failures,
@@ -660,41 +664,53 @@ class Watcher:
 
     def _drive(self) -> None:
         while True:
-            with self._cond:
-                now = self._clock()
-                waiters: list[threading.Event] = []
-                if self._flush_waiters or self._stopping:
-                    batch = self._debouncer.flush(now)
-                    waiters, self._flush_waiters = self._flush_waiters, []
-                else:
-                    batch = self._debouncer.due(now)
-                signals = list(self._signals)
-                self._signals.clear()
-                stopping = self._stopping
+            try:
+                if not self._drive_once():
+                    return
+            except Exception as exc:  # a bug here must not silently end delivery
+                logger.exception("sync: driver iteration failed")
+                with self._cond:
+                    self._last_error = f"sync driver error: {exc!r}"
+                    self._signal_locked(ReconcileReason.WATCHER_DIED, self._last_error)
+                time.sleep(self.config.liveness_interval)
+
+    def _drive_once(self) -> bool:
+        """One turn of the driver: deliver what is due, check health, sleep; False to stop."""
+        with self._cond:
+            now = self._clock()
+            waiters: list[threading.Event] = []
+            if self._flush_waiters or self._stopping:
+                batch = self._debouncer.flush(now)
+                waiters, self._flush_waiters = self._flush_waiters, []
+            else:
+                batch = self._debouncer.due(now)
+            signals = list(self._signals)
+            self._signals.clear()
+            stopping = self._stopping
+        try:
             for reason, detail in signals:
                 self._deliver_signal(reason, detail)
             if batch is not None:
                 self._deliver(batch)
+        finally:
             for waiter in waiters:
                 waiter.set()
-            if stopping:
-                return
-            try:
-                self._check_liveness()
-            except Exception:
-                logger.exception("sync: liveness check failed")
-            with self._cond:
-                if self._signals or self._flush_waiters or self._stopping:
-                    continue
-                now = self._clock()
-                timeout = self.config.liveness_interval
-                deadline = self._debouncer.next_deadline()
-                if deadline is not None:
-                    timeout = min(timeout, max(0.0, deadline - now))
-                if timeout > 0:
-                    self._planned_wake = now + timeout
-                    self._cond.wait(timeout)
-                    self._planned_wake = float("-inf")
+        if stopping:
+            return False
+        self._check_liveness()
+        with self._cond:
+            if self._signals or self._flush_waiters or self._stopping:
+                return True
+            now = self._clock()
+            timeout = self.config.liveness_interval
+            deadline = self._debouncer.next_deadline()
+            if deadline is not None:
+                timeout = min(timeout, max(0.0, deadline - now))
+            if timeout > 0:
+                self._planned_wake = now + timeout
+                self._cond.wait(timeout)
+                self._planned_wake = float("-inf")
+        return True
 
     def _deliver(self, batch: SettledBatch) -> None:
         kept = self._drop_own_writes(batch)

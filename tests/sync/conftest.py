@@ -42,8 +42,10 @@ def clean_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monk
 class RecordingSink:
     """Collects what the watcher delivers; waits for it with a timeout."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root
         self.batches: list[SettledBatch] = []
+        self.read_at_delivery: list[tuple[str, bytes | None]] = []
         self.signals: list[tuple[ReconcileReason, str]] = []
         self.fail_next = 0
         self._cond = threading.Condition()
@@ -54,6 +56,13 @@ class RecordingSink:
                 self.fail_next -= 1
                 raise RuntimeError("sink refused the batch")
             self.batches.append(batch)
+            if self.root is not None:  # what a store reading the files now would commit
+                for change in batch.changes:
+                    try:
+                        data: bytes | None = (self.root / change.path).read_bytes()
+                    except OSError:
+                        data = None
+                    self.read_at_delivery.append((change.path, data))
             self._cond.notify_all()
 
     def on_reconcile_needed(self, reason: ReconcileReason, detail: str) -> None:
@@ -113,8 +122,8 @@ def workspace(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def sink() -> RecordingSink:
-    return RecordingSink()
+def sink(workspace: Path) -> RecordingSink:
+    return RecordingSink(workspace)
 
 
 WatcherFactory = Callable[..., Watcher]

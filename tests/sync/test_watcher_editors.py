@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -220,6 +221,11 @@ def test_one_settled_change_per_save(
     quiet(watcher)
     assert triples(sink) == sorted(case.expected)
     assert_no_temp_names(sink)
+    # The one change carries the final content: what the store reads when it gets the
+    # batch is what is on disk once the editor is done (None: the path is gone).
+    for path, data in sink.read_at_delivery:
+        final = (workspace / path).read_bytes() if (workspace / path).exists() else None
+        assert data == final, path
     if name == "folder_rename":
         assert set(sink.batches[-1].rescan_dirs) >= {"d1", "renamed"}
     health = watcher.health()
@@ -289,3 +295,67 @@ def test_gitignored_files_never_reach_the_sink(
     assert sink.wait(lambda s: len(s.changes) >= 1)
     quiet(watcher)
     assert triples(sink) == [("created", "kept.md", None)]
+
+
+def test_new_nested_folders_written_at_once(
+    workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink, quiet: QuietFn
+) -> None:
+    # mkdir -p then write at once: files may land before their folder's watch exists;
+    # watchdog reports what it finds when it adds the watch, and the folder is rescanned.
+    watcher = make_watcher()
+    os.makedirs(workspace / "a" / "b" / "c")
+    for d in ("a", "a/b", "a/b/c"):
+        write(workspace / d / "n.md", d.encode())
+    assert sink.wait(lambda s: len(s.changes) >= 3)
+    quiet(watcher)
+    assert triples(sink) == [
+        ("created", "a/b/c/n.md", None),
+        ("created", "a/b/n.md", None),
+        ("created", "a/n.md", None),
+    ]
+    rescans = {d for b in sink.batches for d in b.rescan_dirs}
+    assert "a" in rescans
+
+
+def test_folder_moved_in_and_out_of_the_workspace(
+    workspace: Path,
+    tmp_path: Path,
+    make_watcher: WatcherFactory,
+    sink: RecordingSink,
+    quiet: QuietFn,
+) -> None:
+    seed(workspace)
+    incoming = tmp_path / "incoming"
+    (incoming / "sub").mkdir(parents=True)
+    (incoming / "i.md").write_text("i")
+    (incoming / "sub" / "j.md").write_text("j")
+    watcher = make_watcher()
+    os.rename(incoming, workspace / "incoming")
+    os.rename(workspace / "d1", tmp_path / "gone")
+    assert sink.wait(lambda s: len(s.changes) >= 2)
+    quiet(watcher)
+    # Moved in: every file is reported. Moved out: inotify reports only the folder, so
+    # the store learns of its files from the rescan.
+    assert triples(sink) == [
+        ("created", "incoming/i.md", None),
+        ("created", "incoming/sub/j.md", None),
+    ]
+    rescans = {d for b in sink.batches for d in b.rescan_dirs}
+    assert {"incoming", "d1"} <= rescans
+
+
+def test_slow_writer_is_not_settled_half_way(
+    workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink, quiet: QuietFn
+) -> None:
+    # A writer pausing longer than the quiet period (0.15 s) while the file is open:
+    # without IN_CLOSE_WRITE in the event set the first half would settle on its own.
+    seed(workspace)
+    watcher = make_watcher()  # close_timeout 0.5 s
+    with open(workspace / "x.md", "wb", buffering=0) as f:
+        f.write(b"# x\nfirst half\n")
+        time.sleep(0.3)
+        f.write(b"second half\n")
+    assert sink.wait(lambda s: len(s.changes) >= 1)
+    quiet(watcher)
+    assert triples(sink) == [("modified", "x.md", None)]
+    assert sink.read_at_delivery == [("x.md", b"# x\nfirst half\nsecond half\n")]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from mnoted.sync.debounce import DebounceConfig
+from mnoted.sync.debounce import DebounceConfig, Debouncer, SettledBatch
 from mnoted.sync.watcher import ReconcileReason, Watcher, WatcherConfig, _Emitter
 
 if TYPE_CHECKING:
@@ -267,3 +267,27 @@ def test_start_twice_is_an_error(workspace: Path, make_watcher: WatcherFactory) 
     watcher = make_watcher()
     with pytest.raises(RuntimeError):
         watcher.start()
+
+
+def test_driver_error_is_reported_and_delivery_goes_on(
+    workspace: Path,
+    make_watcher: WatcherFactory,
+    sink: RecordingSink,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    watcher = make_watcher(liveness_interval=0.05)
+    original = Debouncer.due
+    failures: list[int] = []
+
+    def fail_once(self: Debouncer, now: float) -> SettledBatch | None:
+        if not failures:
+            failures.append(1)
+            raise RuntimeError("debouncer bug")
+        return original(self, now)
+
+    monkeypatch.setattr(Debouncer, "due", fail_once)
+    assert sink.wait(lambda s: ReconcileReason.WATCHER_DIED in s.reasons(), timeout=5)
+    assert "driver" in (watcher.health().last_error or "")
+    write(workspace / "still.md")
+    assert sink.wait(lambda s: ("created", "still.md") in kinds(s))
+    assert watcher.health().state == "running"
