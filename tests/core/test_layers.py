@@ -33,6 +33,8 @@ ALLOWED = {
     "store": {"store", "core", "errors"},
     "sync": {"sync", "core", "errors", "store"},
     "service": {"service", "contract", "core", "store", "sync", "errors"},
+    "server": {"server", "service", "contract", "core", "store", "errors"},
+    "cli": {"cli", "server", "service", "contract", "core", "store", "errors"},
 }
 
 
