@@ -195,6 +195,7 @@ class WorkspaceRunner:
                 log.warning("could not commit external edit of %s: %s", path, exc.message)
                 continue
             if result is None:
+                self._warn_if_skipped(path)
                 continue
             made += 1
             if grant is not None:
@@ -218,6 +219,23 @@ class WorkspaceRunner:
             )
         self.external_commits += made
         return made
+
+    def _warn_if_skipped(self, path: str) -> None:
+        """Say so when a new file stays uncommitted because it is over the size limit."""
+        assert self.ws is not None
+        try:
+            size = (self.root / path).stat().st_size
+        except (OSError, ValueError):
+            return
+        limit = self.ws.config.max_file_bytes
+        if size > limit and self.ws.blob_id(path) is None:
+            log.warning("not committing %s: %d bytes is over the %d-byte limit", path, size, limit)
+            self.service.events.publish(
+                "skipped",
+                workspaceId=self.ws.workspace_id,
+                path=path,
+                reason=f"over the {limit}-byte file limit (.mnote/config.toml maxFileBytes)",
+            )
 
     def _open_grant(self, path: str) -> dict[str, Any] | None:
         """The open file grant on ``path``, whose holder owns edits made there."""

@@ -35,9 +35,21 @@ class DaemonProcess:
 
     def start(self, *extra: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mnoted.cli.main", "daemon", "--workspace", str(self.workspace),
-             "--socket", str(self.socket), *extra],
-            env=self.env, stdout=self.log.open("w"), stderr=subprocess.STDOUT, text=True,
+            [
+                sys.executable,
+                "-m",
+                "mnoted.cli.main",
+                "daemon",
+                "--workspace",
+                str(self.workspace),
+                "--socket",
+                str(self.socket),
+                *extra,
+            ],
+            env=self.env,
+            stdout=self.log.open("w"),
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -69,7 +81,11 @@ class DaemonProcess:
     def cli(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "mnoted.cli.main", "--socket", str(self.socket), *args],
-            env=self.env, capture_output=True, text=True, input=stdin, timeout=60,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            input=stdin,
+            timeout=60,
         )
 
     def stop(self) -> int:
@@ -84,7 +100,9 @@ class DaemonProcess:
         return self.proc.returncode
 
     def git(self, *args: str) -> str:
-        return subprocess.run(["git", *args], cwd=self.workspace, check=True, capture_output=True, text=True).stdout
+        return subprocess.run(
+            ["git", *args], cwd=self.workspace, check=True, capture_output=True, text=True
+        ).stdout
 
 
 @pytest.fixture

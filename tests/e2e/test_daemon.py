@@ -14,7 +14,14 @@ from tests.e2e.conftest import DaemonProcess
 
 
 def envelope(tool: str, **fields) -> dict:
-    return {"toolName": tool, "sessionId": "s", "runId": "r", "toolCallId": "c1", "traceId": "trace_e2e", **fields}
+    return {
+        "toolName": tool,
+        "sessionId": "s",
+        "runId": "r",
+        "toolCallId": "c1",
+        "traceId": "trace_e2e",
+        **fields,
+    }
 
 
 def test_socket_is_private(daemon: DaemonProcess) -> None:
@@ -27,39 +34,69 @@ def test_socket_is_private(daemon: DaemonProcess) -> None:
 
 def test_call_a_write_and_see_its_commit(daemon: DaemonProcess) -> None:
     client = daemon.client()
-    status, resp = client.request("POST", "/v1/tools/call", envelope(
-        "mnote.doc.markdown_edit", documentId="plan.md", idempotencyKey="k1", dryRun=False,
-        args={"operations": [{"search": "Monday", "replace": "Friday"}]},
-    ))
+    status, resp = client.request(
+        "POST",
+        "/v1/tools/call",
+        envelope(
+            "mnote.doc.markdown_edit",
+            documentId="plan.md",
+            idempotencyKey="k1",
+            dryRun=False,
+            args={"operations": [{"search": "Monday", "replace": "Friday"}]},
+        ),
+    )
     assert status == 200 and resp["ok"], resp
-    assert (daemon.workspace / "plan.md").read_text() == "# Plan\n\nShip on Friday.\n\n- one\n- two\n"
-    assert daemon.git("log", "-1", "--format=%(trailers:key=Mnote-Trace-Id,valueonly)").strip() == "trace_e2e"
-    assert daemon.git("log", "-1", "--format=%(trailers:key=Mnote-Command-Id,valueonly)").strip() == resp["audit"]["commandId"]
-    assert daemon.git("log", "--grep", resp["audit"]["commandId"], "--format=%H").strip() == resp["result"]["revision"]
+    assert (
+        daemon.workspace / "plan.md"
+    ).read_text() == "# Plan\n\nShip on Friday.\n\n- one\n- two\n"
+    assert (
+        daemon.git("log", "-1", "--format=%(trailers:key=Mnote-Trace-Id,valueonly)").strip()
+        == "trace_e2e"
+    )
+    assert (
+        daemon.git("log", "-1", "--format=%(trailers:key=Mnote-Command-Id,valueonly)").strip()
+        == resp["audit"]["commandId"]
+    )
+    assert (
+        daemon.git("log", "--grep", resp["audit"]["commandId"], "--format=%H").strip()
+        == resp["result"]["revision"]
+    )
 
 
 def test_tool_errors_are_200_and_bad_http_is_4xx(daemon: DaemonProcess) -> None:
     client = daemon.client()
     status, resp = client.request("POST", "/v1/tools/call", envelope("mnote.nope"))
     assert status == 200 and resp["error"]["code"] == "mnote_tool_unknown"
-    status, resp = client.request("POST", "/v1/tools/call", envelope("mnote.page.get", documentId="missing.md"))
+    status, resp = client.request(
+        "POST", "/v1/tools/call", envelope("mnote.page.get", documentId="missing.md")
+    )
     assert status == 200 and resp["error"]["code"] == "mnote_tool_not_found"
     deep = {"a": None}
     for _ in range(200):
         deep = {"a": deep}
     status, resp = client.request("POST", "/v1/tools/call", deep)
     assert status == 400 and resp["error"]["code"] == "mnote_tool_invalid_arguments"
-    status, resp = client.request("POST", "/v1/tools/call", envelope("mnote.page.get", documentId="plan.md", pad="x" * (5 * 1024 * 1024)))
+    status, resp = client.request(
+        "POST",
+        "/v1/tools/call",
+        envelope("mnote.page.get", documentId="plan.md", pad="x" * (5 * 1024 * 1024)),
+    )
     assert status == 413 and resp["error"]["code"] == "mnote_tool_too_large"
     status, resp = daemon.client(token="wrong").request("GET", "/v1/tools")
     assert status == 401 and resp["error"]["code"] == "mnote_tool_permission_denied"
     # ... and the daemon still serves.
-    status, resp = client.request("POST", "/v1/tools/call", envelope("mnote.page.get", documentId="plan.md"))
+    status, resp = client.request(
+        "POST", "/v1/tools/call", envelope("mnote.page.get", documentId="plan.md")
+    )
     assert status == 200 and resp["ok"]
 
 
 def test_garbage_bytes_on_the_socket_do_not_hurt(daemon: DaemonProcess) -> None:
-    for junk in [b"\x00\xff" * 100, b"GET / HTTP/1.1\r\n\r\n", b"POST /v1/tools/call HTTP/1.1\r\nContent-Length: 99\r\n\r\n{"]:
+    for junk in [
+        b"\x00\xff" * 100,
+        b"GET / HTTP/1.1\r\n\r\n",
+        b"POST /v1/tools/call HTTP/1.1\r\nContent-Length: 99\r\n\r\n{",
+    ]:
         with socket.socket(socket.AF_UNIX) as s:
             s.settimeout(2)
             s.connect(str(daemon.socket))
@@ -74,16 +111,30 @@ def test_garbage_bytes_on_the_socket_do_not_hurt(daemon: DaemonProcess) -> None:
 
 
 def test_manifest_for_an_agent(daemon: DaemonProcess) -> None:
-    made = daemon.cli("--json", "grant", "create", "--workspace", str(daemon.workspace), "--actor", "hermes",
-                      "--scope", "page.read")
+    made = daemon.cli(
+        "--json",
+        "grant",
+        "create",
+        "--workspace",
+        str(daemon.workspace),
+        "--actor",
+        "hermes",
+        "--scope",
+        "page.read",
+    )
     assert made.returncode == 0, made.stderr
     token = json.loads(made.stdout)["token"]
     status, manifest = daemon.client(token=token).request("GET", "/v1/tools")
     assert status == 200
     enabled = {t["name"] for t in manifest["tools"] if t["availability"]["enabled"]}
     assert "mnote.page.get" in enabled and "mnote.page.save" not in enabled
-    status, resp = daemon.client(token=token).request("POST", "/v1/tools/call", envelope(
-        "mnote.page.save", documentId="plan.md", idempotencyKey="k", dryRun=False, content=["x"]))
+    status, resp = daemon.client(token=token).request(
+        "POST",
+        "/v1/tools/call",
+        envelope(
+            "mnote.page.save", documentId="plan.md", idempotencyKey="k", dryRun=False, content=["x"]
+        ),
+    )
     assert resp["error"]["code"] == "mnote_tool_permission_denied"
 
 
@@ -96,7 +147,9 @@ def test_events_stream_reports_commits_and_external_edits(daemon: DaemonProcess)
         s.connect(str(daemon.socket))
         s.settimeout(10)
         token = daemon.owner_token()
-        s.sendall(f"GET /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n".encode())
+        s.sendall(
+            f"GET /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n".encode()
+        )
         buf = b""
         try:
             while len(events) < 2:
@@ -117,20 +170,41 @@ def test_events_stream_reports_commits_and_external_edits(daemon: DaemonProcess)
     thread = threading.Thread(target=listen, daemon=True)
     thread.start()
     assert ready.wait(10)
-    _, resp = daemon.client().request("POST", "/v1/tools/call", envelope(
-        "mnote.page.save", documentId="plan.md", idempotencyKey="k2", dryRun=False, content=["More."], mode="append"))
+    _, resp = daemon.client().request(
+        "POST",
+        "/v1/tools/call",
+        envelope(
+            "mnote.page.save",
+            documentId="plan.md",
+            idempotencyKey="k2",
+            dryRun=False,
+            content=["More."],
+            mode="append",
+        ),
+    )
     (daemon.workspace / "todo.md").write_text("# Todo\n")
     thread.join(15)
     kinds = [e["type"] for e in events]
     assert kinds == ["commit", "external_edit"]
-    assert events[0]["commandId"] == resp["audit"]["commandId"] and events[0]["traceId"] == "trace_e2e"
+    assert (
+        events[0]["commandId"] == resp["audit"]["commandId"] and events[0]["traceId"] == "trace_e2e"
+    )
     assert events[1]["path"] == "todo.md"
 
 
 def test_second_daemon_refuses_and_sigterm_cleans_up(daemon: DaemonProcess) -> None:
     other = subprocess.run(
-        [*daemon.proc.args[:4], "--workspace", str(daemon.workspace), "--socket", str(daemon.base / "s" / "x.sock")],
-        env=daemon.env, capture_output=True, text=True, timeout=60,
+        [
+            *daemon.proc.args[:4],
+            "--workspace",
+            str(daemon.workspace),
+            "--socket",
+            str(daemon.base / "s" / "x.sock"),
+        ],
+        env=daemon.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert other.returncode == 1
     assert "another mnoted process serves this workspace" in other.stderr
@@ -147,7 +221,9 @@ def test_cli_round_trip_and_exit_codes(daemon: DaemonProcess) -> None:
     got = daemon.cli("--json", "page", "get", "plan.md")
     blocks = json.loads(got.stdout)["result"]["blocks"]
     item = next(b["id"] for b in blocks if b["text"] == "two")
-    done = daemon.cli("editor", "insert_block_after", "plan.md", "--after-block-id", item, "--block", "three")
+    done = daemon.cli(
+        "editor", "insert_block_after", "plan.md", "--after-block-id", item, "--block", "three"
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (daemon.workspace / "plan.md").read_text().endswith("- one\n- two\n- three\n")
     failed = daemon.cli("editor", "delete_block", "plan.md", "--block-id", "nope")
@@ -156,7 +232,9 @@ def test_cli_round_trip_and_exit_codes(daemon: DaemonProcess) -> None:
     assert usage.returncode == 2
     unreachable = subprocess.run(
         [*daemon.proc.args[:3], "--socket", str(daemon.base / "none.sock"), "status"],
-        env=daemon.env, capture_output=True, text=True,
+        env=daemon.env,
+        capture_output=True,
+        text=True,
     )
     assert unreachable.returncode == 3 and "none.sock" in unreachable.stderr
     history = daemon.cli("log", "plan.md")

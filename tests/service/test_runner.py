@@ -18,7 +18,9 @@ PLAN = "# Plan\n\nFirst paragraph.\n\nSecond paragraph.\n\nThird paragraph.\n"
 
 
 def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["git", *args], cwd=root, check=True, capture_output=True, text=True
+    ).stdout
 
 
 def wait_for(predicate, timeout: float = 10.0) -> None:
@@ -43,7 +45,14 @@ def runner(tmp_path: Path) -> Iterator[WorkspaceRunner]:
 
 
 def call(r: WorkspaceRunner, tool: str, **fields) -> dict:
-    raw = {"toolName": tool, "sessionId": "s", "runId": "r", "toolCallId": "c", "traceId": "t", **fields}
+    raw = {
+        "toolName": tool,
+        "sessionId": "s",
+        "runId": "r",
+        "toolCallId": "c",
+        "traceId": "t",
+        **fields,
+    }
     return r.call(raw, Actor.owner())
 
 
@@ -58,7 +67,10 @@ def test_startup_reconciles_edits_made_while_down(runner: WorkspaceRunner) -> No
 
 def test_editor_save_becomes_one_commit_with_ids_carried(runner: WorkspaceRunner) -> None:
     root = runner.root
-    before = {b["text"]: b["id"] for b in call(runner, "mnote.page.get", documentId="plan.md")["result"]["blocks"]}
+    before = {
+        b["text"]: b["id"]
+        for b in call(runner, "mnote.page.get", documentId="plan.md")["result"]["blocks"]
+    }
     count = commits(root)
     # An editor's atomic save: write a temp file, rename it over the page.
     tmp = root / ".plan.md.swp"
@@ -67,7 +79,10 @@ def test_editor_save_becomes_one_commit_with_ids_carried(runner: WorkspaceRunner
     wait_for(lambda: commits(root) == count + 1)
     time.sleep(0.3)
     assert commits(root) == count + 1
-    after = {b["text"]: b["id"] for b in call(runner, "mnote.page.get", documentId="plan.md")["result"]["blocks"]}
+    after = {
+        b["text"]: b["id"]
+        for b in call(runner, "mnote.page.get", documentId="plan.md")["result"]["blocks"]
+    }
     assert after["First paragraph."] == before["First paragraph."]
     assert after["Third paragraph."] == before["Third paragraph."]
     assert after["Second paragraph, edited in vim."] == before["Second paragraph."]
@@ -78,8 +93,15 @@ def test_editor_save_becomes_one_commit_with_ids_carried(runner: WorkspaceRunner
 def test_tool_write_is_not_committed_twice_by_the_watcher(runner: WorkspaceRunner) -> None:
     root = runner.root
     count = commits(root)
-    resp = call(runner, "mnote.page.save", documentId="plan.md", idempotencyKey="k", dryRun=False,
-                content=["From an agent."], mode="append")
+    resp = call(
+        runner,
+        "mnote.page.save",
+        documentId="plan.md",
+        idempotencyKey="k",
+        dryRun=False,
+        content=["From an agent."],
+        mode="append",
+    )
     assert resp["ok"], resp["error"]
     time.sleep(0.5)
     assert commits(root) == count + 1
@@ -92,9 +114,17 @@ def test_edits_under_a_file_grant_are_the_agents(runner: WorkspaceRunner) -> Non
     count = commits(root)
     (root / "plan.md").write_text(PLAN + "\nAgent's own file tool wrote this.\n")
     wait_for(lambda: commits(root) == count + 1)
-    assert git(root, "log", "-1", "--format=%(trailers:key=Mnote-Actor,valueonly)").strip() == "owner"
-    released = call(runner, "mnote.file.release", documentId="plan.md", idempotencyKey="r", dryRun=False,
-                    grantId=grant["result"]["grantId"])
+    assert (
+        git(root, "log", "-1", "--format=%(trailers:key=Mnote-Actor,valueonly)").strip() == "owner"
+    )
+    released = call(
+        runner,
+        "mnote.file.release",
+        documentId="plan.md",
+        idempotencyKey="r",
+        dryRun=False,
+        grantId=grant["result"]["grantId"],
+    )
     assert released["ok"], released["error"]
     assert len(released["result"]["changedBlockIds"]) == 1
 
@@ -102,6 +132,7 @@ def test_edits_under_a_file_grant_are_the_agents(runner: WorkspaceRunner) -> Non
 def test_reconcile_commits_what_a_stopped_watcher_missed(runner: WorkspaceRunner) -> None:
     root = runner.root
     assert runner.watcher is not None
+    runner.reconcile("settle").result()  # the watcher's own start-up pass is done too (FIFO)
     runner.watcher.stop(flush=False)
     count = commits(root)
     (root / "missed.md").write_text("# Missed\n")
@@ -110,3 +141,51 @@ def test_reconcile_commits_what_a_stopped_watcher_missed(runner: WorkspaceRunner
     assert commits(root) == count
     made = runner.reconcile("test").result()
     assert made == 2 and commits(root) == count + 2
+
+
+def test_rename_keeps_the_document_id_and_follows(runner: WorkspaceRunner) -> None:
+    root = runner.root
+    doc = call(runner, "mnote.page.get", documentId="plan.md")["result"]["documentId"]
+    count = commits(root)
+    (root / "archive").mkdir()
+    os.rename(root / "plan.md", root / "archive" / "plan.md")
+    wait_for(lambda: commits(root) == count + 1)
+    moved = call(runner, "mnote.page.get", documentId=doc)["result"]
+    assert moved["path"] == "archive/plan.md"
+    follow = git(root, "log", "--follow", "--name-only", "--format=", "--", "archive/plan.md")
+    assert "plan.md" in follow.split()
+
+
+def test_jetbrains_safe_write_and_delete(runner: WorkspaceRunner) -> None:
+    root = runner.root
+    count = commits(root)
+    (root / "plan.md___jb_tmp___").write_text(PLAN + "\nFrom the IDE.\n")
+    os.rename(root / "plan.md", root / "plan.md___jb_old___")
+    os.rename(root / "plan.md___jb_tmp___", root / "plan.md")
+    os.unlink(root / "plan.md___jb_old___")
+    wait_for(lambda: commits(root) == count + 1)
+    time.sleep(0.3)
+    assert commits(root) == count + 1
+    assert "jb_" not in git(root, "log", "--name-only", "--format=")
+    (root / "plan.md").unlink()
+    wait_for(lambda: commits(root) == count + 2)
+    assert git(root, "log", "-1", "--name-status", "--format=").split() == ["D", "plan.md"]
+
+
+def test_odd_files_are_committed_untouched_or_skipped_with_a_warning(
+    runner: WorkspaceRunner,
+) -> None:
+    root = runner.root
+    seen: list[dict] = []
+    runner.service.events.subscribe(seen.append)
+    count = commits(root)
+    latin1 = b"# Caf\xe9\n\nnot UTF-8\n"
+    (root / "latin1.md").write_bytes(latin1)
+    (root / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+    wait_for(lambda: commits(root) == count + 2)
+    assert (root / "latin1.md").read_bytes() == latin1
+    page = call(runner, "mnote.page.get", documentId="latin1.md")
+    assert page["ok"] and page["result"]["title"].startswith("Caf")
+    (root / "huge.md").write_bytes(b"x" * (runner.ws.config.max_file_bytes + 1))
+    wait_for(lambda: any(e["type"] == "skipped" for e in seen))
+    assert "huge.md" not in git(root, "ls-files")
