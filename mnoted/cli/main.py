@@ -60,6 +60,7 @@ def parser() -> argparse.ArgumentParser:
 
     sub.add_parser("status", help="daemon, workspaces, watcher health, pending changes")
     sub.add_parser("tools", help="the tool manifest")
+    sub.add_parser("mcp", help="serve the caller's tools as a stdio MCP server")
 
     call = sub.add_parser("call", help="call any tool")
     call.add_argument("tool", help="e.g. mnote.page.get")
@@ -350,6 +351,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "grant":
             return _grant(args)
         client = Client(args.socket)
+        if args.cmd == "mcp":
+            from mnoted.integrations.mcp_server import main as mcp_main
+
+            return mcp_main(client)
         if args.cmd == "status":
             _, health = client.request("GET", "/v1/health")
             status, body = client.request("GET", "/v1/workspaces")

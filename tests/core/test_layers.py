@@ -34,7 +34,8 @@ ALLOWED = {
     "sync": {"sync", "core", "errors", "store"},
     "service": {"service", "contract", "core", "store", "sync", "errors"},
     "server": {"server", "service", "contract", "core", "store", "errors"},
-    "cli": {"cli", "server", "service", "contract", "core", "store", "errors"},
+    "cli": {"cli", "server", "service", "contract", "core", "store", "errors", "integrations"},
+    "integrations": {"integrations", "cli", "contract", "errors"},
 }
 
 
