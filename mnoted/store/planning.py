@@ -95,8 +95,14 @@ def disk_changes(
     config: WorkspaceConfig,
     tree: pygit2.Tree | None,
     paths: Iterable[str],
+    *,
+    include_ignored: bool = False,
 ) -> list[Target]:
-    """What is on disk at ``paths`` where it differs from ``tree``; unsafe paths skipped."""
+    """What is on disk at ``paths`` where it differs from ``tree``; unsafe paths skipped.
+
+    Untracked files that are ignored (or over the size limit) are skipped unless
+    ``include_ignored``: a command about to write such a path commits it first all the same.
+    """
     out: list[Target] = []
     seen: set[str] = set()
     for raw in paths:
@@ -109,15 +115,19 @@ def disk_changes(
             continue
         seen.add(rel)
         entry = trees.entry_at(repo, tree, rel)
-        if entry is None and (config.is_ignored(rel) or repo.path_is_ignored(rel)):
+        skip_untracked = not include_ignored and entry is None
+        if skip_untracked and (config.is_ignored(rel) or repo.path_is_ignored(rel)):
             continue
-        state = read_file(location)
+        try:
+            state = read_file(location)
+        except PathRejected:
+            continue
         if state is None:
             if entry is not None:
                 out.append(Target(rel, None, entry[1]))
             continue
         data, mode = state
-        if entry is None and len(data) > config.max_file_bytes:
+        if skip_untracked and len(data) > config.max_file_bytes:
             continue
         if entry is not None and entry[0] == str(pygit2.hash(data)) and entry[1] == mode:
             continue
