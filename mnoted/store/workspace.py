@@ -292,6 +292,28 @@ class Workspace:
         state = read_file(resolve(self.root, path))
         return None if state is None else state[0]
 
+    def read_blob(self, blob_id: str) -> bytes | None:
+        """The bytes of a blob by id (any version the repository holds), or None."""
+        self._check_thread()
+        try:
+            obj = self._repo[blob_id]
+        except (KeyError, ValueError):
+            return None
+        return bytes(obj.data) if isinstance(obj, pygit2.Blob) else None
+
+    def blob_at(self, revision: str, path: str) -> tuple[str, bytes] | None:
+        """The blob id and bytes of ``path`` in commit ``revision``, or None."""
+        self._check_thread()
+        try:
+            commit = self._repo.revparse_single(revision)
+            entry = commit.peel(pygit2.Commit).tree[normalize(path)]
+        except (KeyError, ValueError, pygit2.GitError, PathRejected):
+            return None
+        blob = self._repo[entry.id]
+        if not isinstance(blob, pygit2.Blob):
+            return None
+        return str(entry.id), bytes(blob.data)
+
     def revision_of(self, path: str) -> str:
         """The commit that last changed ``path`` (from the sidecar index, not a history walk)."""
         self.refresh()

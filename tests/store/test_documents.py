@@ -126,3 +126,15 @@ def test_a_corrupt_sidecar_is_rebuilt(tmp_path: Path) -> None:
         (root / f".mnote/state/state.sqlite3{suffix}").unlink(missing_ok=True)
     with Workspace.open(root) as ws:
         assert _snapshot(ws) == before
+
+
+def test_old_versions_by_blob_and_by_revision(ws: Workspace) -> None:
+    first = ws.apply(M, [Write("a.md", b"one\n")])
+    old_blob = ws.blob_id("a.md")
+    ws.apply(M, [Write("a.md", b"two\n")])
+    assert old_blob is not None and ws.read_blob(old_blob) == b"one\n"
+    assert ws.read_blob("0" * 40) is None and ws.read_blob("not-an-id") is None
+    assert ws.blob_at(first.commit, "a.md") == (old_blob, b"one\n")
+    assert ws.blob_at(first.commit, "missing.md") is None
+    assert ws.blob_at("no-such-revision", "a.md") is None
+    assert ws.blob_at(first.commit, "../escape.md") is None
