@@ -138,3 +138,21 @@ def test_old_versions_by_blob_and_by_revision(ws: Workspace) -> None:
     assert ws.blob_at(first.commit, "missing.md") is None
     assert ws.blob_at("no-such-revision", "a.md") is None
     assert ws.blob_at(first.commit, "../escape.md") is None
+
+
+def test_a_folder_reported_by_the_watcher_commits_the_files_under_it(ws: Workspace) -> None:
+    body = b"# page\n\n" + b"text that stays\n" * 10
+    ws.apply(M, [Write("notes/a.md", body), Write("notes/sub/b.md", body + b"b\n")])
+    ids = {d.path: d.document_id for d in ws.documents()}
+    (ws.root / "notes").rename(ws.root / "archive")  # `mv notes archive`
+    result = ws.commit_external(["notes", "archive"])
+    assert result is not None
+    assert set(result.paths) == {"notes/a.md", "notes/sub/b.md", "archive/a.md", "archive/sub/b.md"}
+    assert ws.resolve("archive/a.md").document_id == ids["notes/a.md"]
+    assert ws.resolve("archive/sub/b.md").document_id == ids["notes/sub/b.md"]
+    shutil.rmtree(ws.root / "archive")  # `rm -r archive`
+    result = ws.commit_external(["archive"])
+    assert result is not None and set(result.paths) == {"archive/a.md", "archive/sub/b.md"}
+    assert [d.path for d in ws.documents()] == ["Welcome.md"]
+    ws.idle()
+    assert git(ws.root, "status", "--porcelain") == ""
