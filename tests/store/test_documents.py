@@ -156,3 +156,32 @@ def test_a_folder_reported_by_the_watcher_commits_the_files_under_it(ws: Workspa
     assert [d.path for d in ws.documents()] == ["Welcome.md"]
     ws.idle()
     assert git(ws.root, "status", "--porcelain") == ""
+
+
+def test_a_pull_with_a_merge_commit_is_indexed_like_a_rebuild(ws: Workspace) -> None:
+    root = ws.root
+    ws.apply(M, [Write("shared.md", b"base\n")])
+    ws.idle()
+    git(root, "checkout", "-q", "-b", "remote")
+    (root / "from-remote.md").write_text("# From the remote\n")
+    git(root, "add", "from-remote.md")
+    git(root, "commit", "-qm", "remote work")
+    git(root, "checkout", "-q", "main")
+    ws.apply(M, [Write("local.md", b"# Local\n")])
+    ws.idle()
+    git(root, "merge", "-q", "--no-edit", "remote")  # what `git pull` does
+    merge = git(root, "rev-parse", "HEAD").strip()
+    assert ws.refresh()
+    assert {d.path for d in ws.documents()} == {
+        "Welcome.md",
+        "shared.md",
+        "local.md",
+        "from-remote.md",
+    }
+    assert ws.revision_of("from-remote.md") == merge  # first-parent view
+    incremental = _snapshot(ws)
+    ws.rebuild()
+    assert _snapshot(ws) == incremental
+    ws.apply(M, [Write("from-remote.md", b"# Edited after the pull\n")])
+    ws.idle()
+    assert git(root, "status", "--porcelain") == ""
