@@ -94,6 +94,26 @@ def resolve(root: Path, path: str, *, config_ok: bool = False) -> Path:
     return current
 
 
+def resolve_folder(root: Path, path: str) -> Path | None:
+    """The on-disk folder at workspace path ``path``, None if there is no folder there.
+
+    Like :func:`resolve`, no component may be a symbolic link.
+    """
+    rel = normalize(path)
+    current = root
+    for part in rel.split("/"):
+        current = current / part
+        try:
+            st = os.lstat(current)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            raise PathRejected(f"path {rel!r} passes through a symbolic link", path=rel)
+        if not stat.S_ISDIR(st.st_mode):
+            return None
+    return current
+
+
 def is_internal(path: str) -> bool:
     """Whether a (watcher-reported) relative path is one mnoted never commits."""
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +13,7 @@ from mnoted.errors import Conflict, InvalidArguments, NotFound, PathRejected, To
 from mnoted.store import trees
 from mnoted.store.config import WorkspaceConfig
 from mnoted.store.model import Change, Delete, Move, Write
-from mnoted.store.paths import normalize, resolve
+from mnoted.store.paths import normalize, resolve, resolve_folder
 from mnoted.store.worktree import read_file
 
 
@@ -95,11 +96,17 @@ def disk_changes(
     config: WorkspaceConfig,
     tree: pygit2.Tree | None,
     paths: Iterable[str],
+    *,
+    include_ignored: bool = False,
 ) -> list[Target]:
-    """What is on disk at ``paths`` where it differs from ``tree``; unsafe paths skipped."""
+    """What is on disk at ``paths`` where it differs from ``tree``; unsafe paths skipped.
+
+    Untracked files that are ignored (or over the size limit) are skipped unless
+    ``include_ignored``: a command about to write such a path commits it first all the same.
+    """
     out: list[Target] = []
     seen: set[str] = set()
-    for raw in paths:
+    for raw in _expand_folders(repo, root, tree, paths):
         try:
             rel = normalize(raw, config_ok=True)
             location = resolve(root, rel, config_ok=True)
@@ -109,19 +116,75 @@ def disk_changes(
             continue
         seen.add(rel)
         entry = trees.entry_at(repo, tree, rel)
-        if entry is None and (config.is_ignored(rel) or repo.path_is_ignored(rel)):
+        skip_untracked = not include_ignored and entry is None
+        if skip_untracked and (config.is_ignored(rel) or repo.path_is_ignored(rel)):
             continue
-        state = read_file(location)
+        try:
+            state = read_file(location)
+        except PathRejected:
+            continue
         if state is None:
             if entry is not None:
                 out.append(Target(rel, None, entry[1]))
             continue
         data, mode = state
-        if entry is None and len(data) > config.max_file_bytes:
+        if skip_untracked and len(data) > config.max_file_bytes:
             continue
         if entry is not None and entry[0] == str(pygit2.hash(data)) and entry[1] == mode:
             continue
         out.append(Target(rel, data, mode))
+    return out
+
+
+def _expand_folders(
+    repo: pygit2.Repository, root: Path, tree: pygit2.Tree | None, paths: Iterable[str]
+) -> list[str]:
+    """``paths`` with each folder (on disk or in ``tree``) replaced by the files under it.
+
+    A watcher may report only a folder when one is moved or deleted; its files are what
+    gets committed.
+    """
+    out: list[str] = []
+    for raw in paths:
+        try:
+            rel = normalize(raw)
+            folder = resolve_folder(root, rel)
+        except PathRejected:
+            out.append(raw)
+            continue
+        files: list[str] = []
+        subtree = _subtree(tree, rel)
+        if subtree is not None:
+            files.extend(f"{rel}/{p}" for p in _blobs_under(repo, subtree, ""))
+        if folder is not None:
+            for dirpath, dirnames, filenames in os.walk(folder):
+                dirnames[:] = [d for d in dirnames if d.lower() != ".git"]
+                base = Path(dirpath).relative_to(root).as_posix()
+                files.extend(f"{base}/{name}" for name in filenames)
+        out.extend(files if files or folder is not None or subtree is not None else [rel])
+    return out
+
+
+def _subtree(tree: pygit2.Tree | None, rel: str) -> pygit2.Tree | None:
+    if tree is None:
+        return None
+    try:
+        obj = tree[rel]
+    except KeyError:
+        return None
+    return obj if isinstance(obj, pygit2.Tree) else None
+
+
+def _blobs_under(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str) -> list[str]:
+    out: list[str] = []
+    for entry in tree:
+        name = f"{prefix}{entry.name}"
+        if entry.type == pygit2.GIT_OBJECT_TREE:
+            sub = repo[entry.id]
+            assert isinstance(sub, pygit2.Tree)
+            out.extend(_blobs_under(repo, sub, name + "/"))
+        elif entry.filemode != pygit2.GIT_FILEMODE_COMMIT:
+            out.append(name)
     return out
 
 

@@ -121,7 +121,10 @@ class Workspace:
         appended). Idempotent.
         """
         root = Path(path).expanduser()
-        root.mkdir(parents=True, exist_ok=True)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise WorkspaceInvalid(f"cannot create the folder {root}: {exc.strerror}") from exc
         root = root.resolve()
         if not (root / ".git").exists():
             pygit2.init_repository(str(root), initial_head="main")
@@ -384,7 +387,7 @@ class Workspace:
             raise InvalidArguments("a command needs at least one change")
         touched = validate(self.root, self.config, changes)
         self._ready_to_write()
-        external = self.commit_external(touched)
+        external = self.commit_external(touched, include_ignored=True)
         for _ in range(_CAS_ATTEMPTS):
             targets = plan(self._repo, self._head_tree(), changes)
             result = self._commit(meta, targets, [subject_path(c) for c in changes])
@@ -398,7 +401,7 @@ class Workspace:
                         external_commit=external.commit,
                     )
                 return result
-            moved_external = self.commit_external(touched)
+            moved_external = self.commit_external(touched, include_ignored=True)
             external = moved_external or external
         raise Conflict(
             "the branch kept moving while mnoted tried to commit",
@@ -406,19 +409,31 @@ class Workspace:
         )
 
     def commit_external(
-        self, paths: Iterable[str], *, meta: CommandMeta | None = None
+        self,
+        paths: Iterable[str],
+        *,
+        meta: CommandMeta | None = None,
+        include_ignored: bool = False,
     ) -> CommitResult | None:
         """Commit what is on disk now at ``paths`` where it differs from HEAD; None if nothing.
 
         Used before every write (so no external edit is overwritten) and by the watcher.
-        Unsafe paths, mnoted's own files and ignored untracked files are skipped.
+        Unsafe paths and mnoted's own files are skipped, and so are untracked files that are
+        ignored or too large unless ``include_ignored`` (what :meth:`apply` uses).
         """
         self._check_thread()
         self._ready_to_write()
         paths = list(paths)
         meta = (meta or CommandMeta("external.edit", actor=EXTERNAL_ACTOR)).with_command_id()
         for _ in range(_CAS_ATTEMPTS):
-            targets = disk_changes(self._repo, self.root, self.config, self._head_tree(), paths)
+            targets = disk_changes(
+                self._repo,
+                self.root,
+                self.config,
+                self._head_tree(),
+                paths,
+                include_ignored=include_ignored,
+            )
             if not targets:
                 return None
             result = self._commit(meta, targets, [t.path for t in targets], on_disk=True)

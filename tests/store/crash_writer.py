@@ -54,6 +54,8 @@ def main() -> None:
         print("ACK", k, result.commit, flush=True)
         if rng.random() < 0.3:
             ws.idle()
+        if rng.random() < 0.15:  # packing may be cut short by a kill too
+            ws.maintenance()
     ws.close()
     print("DONE", flush=True)
 

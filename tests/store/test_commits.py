@@ -258,3 +258,18 @@ def test_no_commit_while_the_user_is_merging(ws: Workspace) -> None:
     ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("q.md", b"x")])
     ws.idle()
     assert_clean(root)
+
+
+def test_an_ignored_untracked_file_is_committed_before_being_overwritten(ws: Workspace) -> None:
+    (ws.root / "scratch.tmp").write_bytes(b"precious\n")  # matches the template's "*.tmp"
+    assert ws.commit_external(["scratch.tmp"]) is None  # the watcher leaves it alone
+    result = ws.apply(CommandMeta("file.save", actor="hermes"), [Write("scratch.tmp", b"new\n")])
+    assert result.external_commit is not None
+    assert git(ws.root, "show", f"{result.external_commit}:scratch.tmp") == "precious\n"
+    assert (ws.root / "scratch.tmp").read_bytes() == b"new\n"
+
+
+def test_init_on_a_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(WorkspaceInvalid):
+        Workspace.init(tmp_path / "file")

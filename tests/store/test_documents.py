@@ -126,3 +126,62 @@ def test_a_corrupt_sidecar_is_rebuilt(tmp_path: Path) -> None:
         (root / f".mnote/state/state.sqlite3{suffix}").unlink(missing_ok=True)
     with Workspace.open(root) as ws:
         assert _snapshot(ws) == before
+
+
+def test_old_versions_by_blob_and_by_revision(ws: Workspace) -> None:
+    first = ws.apply(M, [Write("a.md", b"one\n")])
+    old_blob = ws.blob_id("a.md")
+    ws.apply(M, [Write("a.md", b"two\n")])
+    assert old_blob is not None and ws.read_blob(old_blob) == b"one\n"
+    assert ws.read_blob("0" * 40) is None and ws.read_blob("not-an-id") is None
+    assert ws.blob_at(first.commit, "a.md") == (old_blob, b"one\n")
+    assert ws.blob_at(first.commit, "missing.md") is None
+    assert ws.blob_at("no-such-revision", "a.md") is None
+    assert ws.blob_at(first.commit, "../escape.md") is None
+
+
+def test_a_folder_reported_by_the_watcher_commits_the_files_under_it(ws: Workspace) -> None:
+    body = b"# page\n\n" + b"text that stays\n" * 10
+    ws.apply(M, [Write("notes/a.md", body), Write("notes/sub/b.md", body + b"b\n")])
+    ids = {d.path: d.document_id for d in ws.documents()}
+    (ws.root / "notes").rename(ws.root / "archive")  # `mv notes archive`
+    result = ws.commit_external(["notes", "archive"])
+    assert result is not None
+    assert set(result.paths) == {"notes/a.md", "notes/sub/b.md", "archive/a.md", "archive/sub/b.md"}
+    assert ws.resolve("archive/a.md").document_id == ids["notes/a.md"]
+    assert ws.resolve("archive/sub/b.md").document_id == ids["notes/sub/b.md"]
+    shutil.rmtree(ws.root / "archive")  # `rm -r archive`
+    result = ws.commit_external(["archive"])
+    assert result is not None and set(result.paths) == {"archive/a.md", "archive/sub/b.md"}
+    assert [d.path for d in ws.documents()] == ["Welcome.md"]
+    ws.idle()
+    assert git(ws.root, "status", "--porcelain") == ""
+
+
+def test_a_pull_with_a_merge_commit_is_indexed_like_a_rebuild(ws: Workspace) -> None:
+    root = ws.root
+    ws.apply(M, [Write("shared.md", b"base\n")])
+    ws.idle()
+    git(root, "checkout", "-q", "-b", "remote")
+    (root / "from-remote.md").write_text("# From the remote\n")
+    git(root, "add", "from-remote.md")
+    git(root, "commit", "-qm", "remote work")
+    git(root, "checkout", "-q", "main")
+    ws.apply(M, [Write("local.md", b"# Local\n")])
+    ws.idle()
+    git(root, "merge", "-q", "--no-edit", "remote")  # what `git pull` does
+    merge = git(root, "rev-parse", "HEAD").strip()
+    assert ws.refresh()
+    assert {d.path for d in ws.documents()} == {
+        "Welcome.md",
+        "shared.md",
+        "local.md",
+        "from-remote.md",
+    }
+    assert ws.revision_of("from-remote.md") == merge  # first-parent view
+    incremental = _snapshot(ws)
+    ws.rebuild()
+    assert _snapshot(ws) == incremental
+    ws.apply(M, [Write("from-remote.md", b"# Edited after the pull\n")])
+    ws.idle()
+    assert git(root, "status", "--porcelain") == ""
