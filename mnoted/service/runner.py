@@ -27,6 +27,7 @@ from mnoted.service.executor import Service
 from mnoted.service.file_tools import GRANTS, GRANTS_BY_PATH, grant_meta
 from mnoted.store import Maintainer, Workspace
 from mnoted.sync import (
+    ChangeKind,
     DebounceConfig,
     IgnoreRules,
     ReconcileReason,
@@ -183,31 +184,53 @@ class WorkspaceRunner:
         return ignored
 
     def commit_paths(self, paths: list[str], reason: str) -> int:
-        """Commit what is on disk at ``paths`` (runner thread); carry block ids over."""
+        """Commit what is on disk at ``paths`` (runner thread); carry block ids over.
+
+        Paths settled together are one commit, so a file moved between folders is seen
+        as a rename (the document keeps its id) even when the watcher saw a delete and
+        a create; edits under an open file grant are committed apart, as the grant's.
+        """
+        assert self.ws is not None
+        groups: dict[str | None, list[str]] = {}
+        grants: dict[str, dict[str, Any]] = {}
+        for path in dict.fromkeys(paths):
+            grant = self._open_grant(path)
+            key = grant["grantId"] if grant else None
+            if grant is not None:
+                grants[grant["grantId"]] = grant
+            groups.setdefault(key, []).append(path)
+        made = 0
+        for key, group in groups.items():
+            grant = grants.get(key) if key else None
+            made += self._commit_group(group, grant, reason)
+        self.external_commits += made
+        return made
+
+    def _commit_group(self, paths: list[str], grant: dict[str, Any] | None, reason: str) -> int:
         assert self.ws is not None
         ws = self.ws
-        made = 0
+        try:
+            result = ws.commit_external(paths, meta=grant_meta(grant) if grant else None)
+        except MnoteError as exc:
+            log.warning("could not commit external edits of %s: %s", ", ".join(paths), exc.message)
+            return 0
+        committed = set(result.paths) if result is not None else set()
         for path in paths:
-            grant = self._open_grant(path)
-            try:
-                result = ws.commit_external([path], meta=grant_meta(grant) if grant else None)
-            except MnoteError as exc:
-                log.warning("could not commit external edit of %s: %s", path, exc.message)
-                continue
-            if result is None:
+            if path not in committed:
                 self._warn_if_skipped(path)
-                continue
-            made += 1
-            if grant is not None:
+        if result is None:
+            return 0
+        if grant is not None:
+            for path in committed:
                 grant["blob"] = ws.blob_id(path)
-                ws.sidecar.put(GRANTS, grant["grantId"], json.dumps(grant))
+            ws.sidecar.put(GRANTS, grant["grantId"], json.dumps(grant))
+        for path in result.paths:
             document_id = None
-            if path.lower().endswith(".md"):
+            if path.lower().endswith(".md") and ws.blob_id(path) is not None:
                 try:
-                    loaded = self.service.pages.load(ws, path)
-                    document_id = loaded.doc.document_id
+                    document_id = self.service.pages.load(ws, path).doc.document_id
                 except NotFound:
-                    pass
+                    document_id = None
             self.service.events.publish(
                 "external_edit",
                 workspaceId=ws.workspace_id,
@@ -217,8 +240,7 @@ class WorkspaceRunner:
                 commandId=result.command_id,
                 reason=reason,
             )
-        self.external_commits += made
-        return made
+        return 1
 
     def _warn_if_skipped(self, path: str) -> None:
         """Say so when a new file stays uncommitted because it is over the size limit."""
@@ -253,34 +275,25 @@ class WorkspaceRunner:
             if change.old_path:
                 paths.append(change.old_path)
             paths.append(change.path)
-        if batch.rescan_dirs and self.ws is not None:
-            prefixes = tuple(d.rstrip("/") + "/" for d in batch.rescan_dirs)
-            paths += [p for p in self.ws.scan_changes() if p.startswith(prefixes)]
-        renames = [(c.old_path, c.path) for c in batch.changes if c.old_path]
-        for old, new in renames:
-            self._commit_rename(old, new)
-        done = {p for pair in renames for p in pair}
-        self.commit_paths([p for p in dict.fromkeys(paths) if p not in done], "watcher")
+        if batch.rescan_dirs or any(c.kind != ChangeKind.MODIFIED for c in batch.changes):
+            # A move between folders can reach the watcher as a delete and a create in
+            # different batches; committing every pending appearance and disappearance
+            # of a page together lets the store see the rename and keep the page's id.
+            paths += self._appeared_or_vanished()
+        self.commit_paths(paths, "watcher")
 
-    def _commit_rename(self, old: str | None, new: str) -> None:
-        """A rename is one commit of both paths, so the store keeps the document id."""
-        assert self.ws is not None and old is not None
-        try:
-            result = self.ws.commit_external([old, new])
-        except MnoteError as exc:
-            log.warning("could not commit rename %s -> %s: %s", old, new, exc.message)
-            return
-        if result is not None:
-            self.external_commits += 1
-            self.service.events.publish(
-                "external_edit",
-                workspaceId=self.ws.workspace_id,
-                path=new,
-                oldPath=old,
-                commit=result.commit,
-                commandId=result.command_id,
-                reason="watcher",
-            )
+    def _appeared_or_vanished(self) -> list[str]:
+        """Pages on disk but not in HEAD, or in HEAD but gone, that the watcher has settled."""
+        assert self.ws is not None
+        out = []
+        for path in self.ws.scan_changes():
+            if not path.lower().endswith(".md"):
+                continue
+            if self.watcher is not None and self.watcher.is_pending(path):
+                continue
+            if (self.ws.blob_id(path) is None) == (self.root / path).exists():
+                out.append(path)
+        return out
 
     def _reconcile(self, reason: str) -> int:
         """Commit every difference between the working tree and HEAD, found by content."""

@@ -140,7 +140,9 @@ def test_reconcile_commits_what_a_stopped_watcher_missed(runner: WorkspaceRunner
     time.sleep(0.3)
     assert commits(root) == count
     made = runner.reconcile("test").result()
-    assert made == 2 and commits(root) == count + 2
+    assert made == 1 and commits(root) == count + 1
+    names = git(root, "log", "-1", "--name-only", "--format=").split()
+    assert sorted(names) == ["missed.md", "plan.md"]
 
 
 def test_rename_keeps_the_document_id_and_follows(runner: WorkspaceRunner) -> None:
@@ -182,7 +184,8 @@ def test_odd_files_are_committed_untouched_or_skipped_with_a_warning(
     latin1 = b"# Caf\xe9\n\nnot UTF-8\n"
     (root / "latin1.md").write_bytes(latin1)
     (root / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
-    wait_for(lambda: commits(root) == count + 2)
+    wait_for(lambda: {"latin1.md", "image.png"} <= set(git(root, "ls-files").split()))
+    assert commits(root) in (count + 1, count + 2)  # one commit per settled batch
     assert (root / "latin1.md").read_bytes() == latin1
     page = call(runner, "mnote.page.get", documentId="latin1.md")
     assert page["ok"] and page["result"]["title"].startswith("Caf")
