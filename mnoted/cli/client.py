@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mnoted.contract.tools import lookup
-from mnoted.server.daemon import config_dir, owner_token
-from mnoted.server.unixsocket import default_socket_path
+from mnoted.server.locations import config_dir, default_socket_path, owner_token
 
 
 class Unreachable(Exception):

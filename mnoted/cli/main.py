@@ -61,6 +61,9 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("status", help="daemon, workspaces, watcher health, pending changes")
     sub.add_parser("tools", help="the tool manifest")
     sub.add_parser("mcp", help="serve the caller's tools as a stdio MCP server")
+    svc = sub.add_parser("install-service", help="install the systemd user unit")
+    svc.add_argument("--workspace", type=Path, action="append", default=[])
+    svc.add_argument("--no-enable", action="store_true", help="write the unit, do not start it")
 
     call = sub.add_parser("call", help="call any tool")
     call.add_argument("tool", help="e.g. mnote.page.get")
@@ -159,7 +162,8 @@ def _daemon_args(p: argparse.ArgumentParser) -> None:
 
 
 def _daemon(args: argparse.Namespace) -> int:
-    from mnoted.server.daemon import DaemonConfig, config_dir, run
+    from mnoted.server.daemon import DaemonConfig, run
+    from mnoted.server.locations import config_dir
 
     path = args.config or config_dir() / "config.toml"
     config = DaemonConfig.load(path)
@@ -322,6 +326,17 @@ def _grant(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _install_service(args: argparse.Namespace) -> int:
+    import shutil
+
+    from mnoted.server.unit import install
+
+    mnoted_bin = shutil.which("mnoted") or str(Path(sys.executable).with_name("mnoted"))
+    for line in install(Path.home(), mnoted_bin, args.workspace, enable=not args.no_enable):
+        print(line)
+    return EXIT_OK
+
+
 def _workspace_log(client: Client, args: argparse.Namespace) -> int:
     status, body = client.request("GET", "/v1/workspaces")
     if status != 200:
@@ -350,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
             return _daemon(args)
         if args.cmd == "grant":
             return _grant(args)
+        if args.cmd == "install-service":
+            return _install_service(args)
         client = Client(args.socket)
         if args.cmd == "mcp":
             from mnoted.integrations.mcp_server import main as mcp_main

@@ -14,7 +14,6 @@ import contextlib
 import hmac
 import logging
 import os
-import secrets
 import signal
 import sys
 import time
@@ -29,36 +28,15 @@ from aiohttp import web
 from mnoted import __version__
 from mnoted.errors import InvalidArguments, MnoteError, PermissionDenied, WorkspaceInvalid
 from mnoted.server.app import Limits, build_app
+from mnoted.server.locations import config_dir, default_socket_path, owner_token
 from mnoted.server.sdnotify import notify, watchdog_interval
-from mnoted.server.unixsocket import bind_private, default_socket_path
+from mnoted.server.unixsocket import bind_private
 from mnoted.service.actors import Actor
 from mnoted.service.executor import Service
 from mnoted.service.runner import RunnerConfig, WorkspaceRunner
 from mnoted.store.tokens import TokenStore
 
 log = logging.getLogger("mnoted")
-
-
-def config_dir(env: dict[str, str] | None = None) -> Path:
-    env = dict(os.environ) if env is None else env
-    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME", str(Path.home()))) / ".config")
-    return Path(base) / "mnoted"
-
-
-def owner_token(directory: Path, *, create: bool) -> str | None:
-    """The owner's token, kept 0600 in the user's config folder (created on first start)."""
-    path = directory / "owner.token"
-    try:
-        return path.read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
-        if not create:
-            return None
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    token = "mno_" + secrets.token_urlsafe(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(token + "\n")
-    return token
 
 
 @dataclass

@@ -19,14 +19,6 @@ from mnoted.errors import WorkspaceInvalid
 MAX_PATH = 107  # sun_path is 108 bytes with the trailing NUL
 
 
-def default_socket_path(env: dict[str, str] | None = None) -> Path:
-    """``$XDG_RUNTIME_DIR/mnoted/mnoted.sock``, else ``/tmp/mnoted-$UID/mnoted.sock``."""
-    env = dict(os.environ) if env is None else env
-    runtime = env.get("XDG_RUNTIME_DIR")
-    base = Path(runtime) / "mnoted" if runtime else Path(f"/tmp/mnoted-{os.getuid()}")
-    return base / "mnoted.sock"
-
-
 def private_dir(path: Path) -> None:
     """Create ``path`` 0700, or check that an existing one is ours, a real folder, and private."""
     with contextlib.suppress(FileExistsError):

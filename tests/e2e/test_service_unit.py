@@ -1,0 +1,61 @@
+"""The systemd unit: generated from one text, installed by `mnote install-service`, valid."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mnoted.server.unit import render
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_repository_unit_is_the_installed_text() -> None:
+    assert (REPO / "systemd" / "mnoted.service").read_text(encoding="utf-8") == render()
+    unit = render()
+    for line in ("Type=notify", "WatchdogSec=", "Restart=on-failure", "ExecReload="):
+        assert line in unit
+
+
+def test_install_service_writes_unit_and_config(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home)}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mnoted.cli.main",
+            "install-service",
+            "--workspace",
+            str(tmp_path / "notes"),
+            "--no-enable",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    unit = home / ".config" / "systemd" / "user" / "mnoted.service"
+    assert unit.exists() and "ExecStart=" in unit.read_text()
+    config = (home / ".config" / "mnoted" / "config.toml").read_text()
+    assert str((tmp_path / "notes").resolve()) in config
+    assert "systemctl --user" in done.stdout
+
+
+@pytest.mark.skipif(
+    shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed"
+)
+def test_systemd_analyze_verifies_the_unit(tmp_path: Path) -> None:
+    exe = Path(sys.executable)
+    unit = tmp_path / "mnoted.service"
+    unit.write_text(render(str(exe)))
+    result = subprocess.run(
+        ["systemd-analyze", "verify", str(unit)], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
