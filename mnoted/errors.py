@@ -23,6 +23,7 @@ may raise these errors.
     ├── UnknownTool               mnote_tool_unknown
     ├── ToolDisabled              mnote_tool_disabled
     ├── TooLarge                  mnote_tool_too_large
+    ├── Timeout                   mnote_tool_timeout
     ├── Stale                     mnote_review_stale
     ├── InvalidTransition         mnote_review_invalid_transition
     ├── PathRejected              mnote_path_rejected
@@ -155,6 +156,13 @@ class TooLarge(MnoteError):
     default_hint = "Send a smaller request or edit the page in smaller steps."
 
 
+class Timeout(MnoteError):
+    """The call ran past the daemon's per-request time limit (it may still complete)."""
+
+    code = "mnote_tool_timeout"
+    default_hint = "Check mnote.doc.history before retrying: the write may have landed."
+
+
 class Stale(MnoteError):
     """A review session's base changed before it was accepted."""
 
@@ -221,6 +229,7 @@ ALL_ERRORS: tuple[type[MnoteError], ...] = (
     UnknownTool,
     ToolDisabled,
     TooLarge,
+    Timeout,
     Stale,
     InvalidTransition,
     PathRejected,

@@ -26,7 +26,13 @@ from typing import Any
 from aiohttp import web
 
 from mnoted import __version__
-from mnoted.errors import InvalidArguments, MnoteError, PermissionDenied, WorkspaceInvalid
+from mnoted.errors import (
+    InvalidArguments,
+    MnoteError,
+    PermissionDenied,
+    Timeout,
+    WorkspaceInvalid,
+)
 from mnoted.server.app import Limits, build_app
 from mnoted.server.locations import config_dir, default_socket_path, owner_token
 from mnoted.server.sdnotify import notify, watchdog_interval
@@ -66,6 +72,7 @@ class DaemonConfig:
             limits=Limits(
                 max_body_bytes=int(limits.get("maxBodyBytes", Limits.max_body_bytes)),
                 max_json_depth=int(limits.get("maxJsonDepth", Limits.max_json_depth)),
+                request_seconds=float(limits.get("requestSeconds", Limits.request_seconds)),
             ),
             runner=RunnerConfig(
                 watch=bool(sync.get("watch", True)),
@@ -142,7 +149,15 @@ class Daemon:
             runner = self.runner_for(wid if isinstance(wid, str) else None, actor)
         except MnoteError as exc:
             return self.service.call_failed(payload, exc)
-        return await asyncio.get_running_loop().run_in_executor(None, runner.call, payload, actor)
+        pending = asyncio.get_running_loop().run_in_executor(None, runner.call, payload, actor)
+        limit = self.config.limits.request_seconds
+        try:
+            return await asyncio.wait_for(asyncio.shield(pending), limit)
+        except TimeoutError:
+            log.warning("call over the %.0fs limit: %s", limit, payload.get("toolName"))
+            return self.service.call_failed(
+                payload, Timeout(f"the call took longer than {limit:.0f}s; it is still running")
+            )
 
     def may_see(self, actor: Actor, event: dict[str, Any]) -> bool:
         if actor.is_owner:

@@ -1,0 +1,87 @@
+"""Daemon lifecycle: systemd notifications, SIGHUP reload, start-up without parsing."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import tempfile
+import time
+from pathlib import Path
+
+from mnoted.store import Workspace
+from tests.e2e.conftest import DaemonProcess
+
+
+def test_sd_notify_ready_watchdog_and_stopping() -> None:
+    with tempfile.TemporaryDirectory(prefix="mn") as tmp:
+        base = Path(tmp)
+        Workspace.init(base / "notes").close()
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        listener.bind(str(base / "notify"))
+        listener.settimeout(20)
+        d = DaemonProcess(base, base / "notes")
+        d.env["NOTIFY_SOCKET"] = str(base / "notify")
+        d.env["WATCHDOG_USEC"] = "400000"  # a heartbeat every 0.2 s
+        d.start()
+        messages = [listener.recv(4096).decode()]
+        deadline = time.monotonic() + 10
+        while not any("WATCHDOG=1" in m for m in messages) and time.monotonic() < deadline:
+            messages.append(listener.recv(4096).decode())
+        assert messages[0].startswith("READY=1")
+        assert any(m == "WATCHDOG=1" for m in messages)
+        assert d.stop() == 0
+        listener.settimeout(5)
+        tail = []
+        try:
+            while True:
+                tail.append(listener.recv(4096).decode())
+        except TimeoutError:
+            pass
+        assert "STOPPING=1" in tail
+        listener.close()
+
+
+def test_sighup_reloads_the_workspace_list(daemon: DaemonProcess) -> None:
+    second = daemon.base / "second"
+    Workspace.init(second).close()
+    config = daemon.base / "home" / ".config" / "mnoted" / "config.toml"
+    config.write_text(f'workspaces = ["{second}"]\n')
+    assert daemon.proc is not None
+    daemon.proc.send_signal(signal.SIGHUP)
+    client = daemon.client()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        _, body = client.request("GET", "/v1/workspaces")
+        if len(body["workspaces"]) == 2:
+            break
+        time.sleep(0.1)
+    roots = sorted(w["root"] for w in body["workspaces"])
+    assert roots == sorted([str(daemon.workspace.resolve()), str(second.resolve())])
+    _, resp = client.request(
+        "POST",
+        "/v1/tools/call",
+        {
+            "toolName": "mnote.page.get",
+            "sessionId": "s",
+            "runId": "r",
+            "toolCallId": "c",
+            "traceId": "t",
+            "documentId": "Welcome.md",
+        },
+    )
+    assert resp["error"]["code"] == "mnote_tool_invalid_arguments"  # two workspaces: name one
+    wid = next(w["workspaceId"] for w in body["workspaces"] if w["root"] == str(second.resolve()))
+    _, resp = client.request(
+        "POST",
+        "/v1/tools/call",
+        {
+            "toolName": "mnote.page.get",
+            "sessionId": "s",
+            "runId": "r",
+            "toolCallId": "c",
+            "traceId": "t",
+            "documentId": "Welcome.md",
+            "workspaceId": wid,
+        },
+    )
+    assert resp["ok"], resp
