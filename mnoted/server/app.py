@@ -128,6 +128,11 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
             return json_error(
                 400, InvalidArguments(f"JSON nested deeper than {limits.max_json_depth}")
             )
+        workspace_limit = daemon.request_limit(payload)
+        if workspace_limit is not None and len(raw) > workspace_limit:
+            return json_error(
+                413, TooLarge(f"request over this workspace's limit of {workspace_limit} bytes")
+            )
         result = await daemon.call(payload, actor)
         return web.json_response(result)
 

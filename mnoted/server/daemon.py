@@ -159,6 +159,16 @@ class Daemon:
                 payload, Timeout(f"the call took longer than {limit:.0f}s; it is still running")
             )
 
+    def request_limit(self, payload: Any) -> int | None:
+        """The request size limit of the workspace a call names (``maxRequestBytes``)."""
+        wid = payload.get("workspaceId") if isinstance(payload, dict) else None
+        runner = self.runners.get(wid) if isinstance(wid, str) else None
+        if runner is None and len(self.runners) == 1:
+            runner = next(iter(self.runners.values()))
+        if runner is None or runner.ws is None:
+            return None
+        return runner.ws.config.max_request_bytes
+
     def may_see(self, actor: Actor, event: dict[str, Any]) -> bool:
         if actor.is_owner:
             return True

@@ -238,3 +238,21 @@ def test_cli_round_trip_and_exit_codes(daemon: DaemonProcess) -> None:
     assert unreachable.returncode == 3 and "none.sock" in unreachable.stderr
     history = daemon.cli("log", "plan.md")
     assert history.returncode == 0 and "doc.applyBlockOps" in history.stdout
+
+
+def test_workspace_request_limit(daemon: DaemonProcess) -> None:
+    config = daemon.workspace / ".mnote" / "config.toml"
+    config.write_text(
+        config.read_text().replace("maxRequestBytes = 4194304", "maxRequestBytes = 10000")
+    )
+    daemon.stop()
+    daemon.start()
+    client = daemon.client()
+    status, resp = client.request(
+        "POST", "/v1/tools/call", envelope("mnote.page.get", documentId="plan.md", pad="x" * 20_000)
+    )
+    assert status == 413 and "workspace's limit of 10000 bytes" in resp["error"]["message"]
+    status, resp = client.request(
+        "POST", "/v1/tools/call", envelope("mnote.page.get", documentId="plan.md")
+    )
+    assert status == 200 and resp["ok"]
