@@ -174,6 +174,35 @@ class FileReleaseArgs(_Args):
     grantId: str = Field(min_length=1, max_length=128)
 
 
+class PlanUpdateArgs(_Args):
+    """A proposal, exactly one of: search/replace ``operations``, ``blockOps``, ``fullContent``."""
+
+    operations: list[EditPair] | None = Field(default=None, max_length=500)
+    blockOps: list[BlockOp] | None = Field(default=None, max_length=500)
+    fullContent: str | None = Field(default=None, max_length=10_000_000)
+    allowedTargetBlockIds: list[str] | None = Field(default=None, max_length=10_000)
+    reason: str | None = Field(default=None, max_length=2000)
+
+
+class ReviewRef(_Args):
+    sessionId: str = Field(min_length=1, max_length=128)
+
+
+class ReviewRejectArgs(ReviewRef):
+    reason: str | None = Field(default=None, max_length=2000)
+
+
+class ReviewListArgs(_Args):
+    states: list[str] | None = Field(default=None, max_length=11)
+    limit: int = Field(default=50, ge=1, le=1000)
+
+
+class RouteArgs(_Args):
+    instruction: str = Field(min_length=1, max_length=10_000)
+    scope: Scope = "full"
+    blockIds: list[str] | None = Field(default=None, max_length=1000)
+
+
 # -- result models (what the manifest promises) ------------------------------------
 
 
@@ -218,6 +247,27 @@ class ListResult(_Result):
 
 class HistoryResult(_Result):
     commits: list[dict[str, Any]]
+
+
+class ReviewResult(_Result):
+    schema_: str = Field(alias="schema")
+    sessionId: str
+    state: str
+
+
+class ReviewListResult(_Result):
+    sessions: list[dict[str, Any]]
+
+
+class RouteResult(_Result):
+    schema_: str = Field(alias="schema")
+    intent: str
+    confidence: float
+    recommendedToolCall: dict[str, Any] | None
+    risk: str
+    requiresHermesRun: bool
+    requiresReview: bool
+    reason: str
 
 
 class GrantResult(_Result):
@@ -302,7 +352,13 @@ _SPECS: tuple[ToolSpec, ...] = (
         PageSaveArgs,
         WriteResult,
         ("page.write",),
-        _write(destructive=True, idempotent=True, selectionEffect="destroy"),
+        _write(
+            destructive=True,
+            idempotent=True,
+            selectionEffect="destroy",
+            requiresApproval=True,
+            approvalMode="review",
+        ),
         command="page.body.save",
     ),
     ToolSpec(
@@ -380,7 +436,7 @@ _SPECS: tuple[ToolSpec, ...] = (
         ApplyBlockOpsArgs,
         WriteResult,
         ("page.write",),
-        _write(selectionEffect="destroy"),
+        _write(selectionEffect="destroy", requiresApproval=True, approvalMode="review"),
         command="doc.applyBlockOps",
         family="doc",
     ),
@@ -400,7 +456,7 @@ _SPECS: tuple[ToolSpec, ...] = (
         PageDeleteArgs,
         WriteResult,
         ("page.write",),
-        _write(destructive=True, idempotent=True),
+        _write(destructive=True, idempotent=True, requiresApproval=True, approvalMode="review"),
         command="page.delete",
     ),
     ToolSpec(
@@ -453,8 +509,107 @@ _SPECS: tuple[ToolSpec, ...] = (
     ),
 )
 
-TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in _SPECS}
-BY_SAFE_NAME: dict[str, ToolSpec] = {spec.safe_name: spec for spec in _SPECS}
+_REVIEW_SPECS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "mnote.page_ai.context",
+        "Freeze the page context of an agent run (seed 003 5.1): the same runId always gets "
+        "the context it froze first, whatever the selection does later.",
+        DocFetchArgs,
+        ContextResult,
+        ("page.read",),
+        READ,
+        family="review",
+    ),
+    ToolSpec(
+        "mnote.doc.plan_update",
+        "Propose an edit for a person to review: search/replace operations, block ops or the "
+        "full content. Creates a review session with a dry-run preview; writes nothing.",
+        PlanUpdateArgs,
+        ReviewResult,
+        ("page.write",),
+        _write(requiresApproval=True, approvalMode="required", selectionEffect="preserve"),
+        command="review.propose",
+        family="review",
+    ),
+    ToolSpec(
+        "mnote.page_ai.route",
+        "Route a user's instruction: a recommended tool call for low-ambiguity edits, or "
+        "requiresHermesRun with the reason. Deterministic; writes nothing.",
+        RouteArgs,
+        RouteResult,
+        ("page.read",),
+        READ,
+        family="review",
+    ),
+    ToolSpec(
+        "mnote.review.get",
+        "A review session: base, proposal, preview (changed blocks before/after, diff), state.",
+        ReviewRef,
+        ReviewResult,
+        ("page.read",),
+        READ,
+        needs_document=False,
+        family="review",
+    ),
+    ToolSpec(
+        "mnote.review.list",
+        "Review sessions, newest first (of the page given, else of the workspace).",
+        ReviewListArgs,
+        ReviewListResult,
+        ("page.read",),
+        READ,
+        needs_document=False,
+        family="review",
+    ),
+    ToolSpec(
+        "mnote.review.accept",
+        "Accept a proposal: applied as one commit if the page is as it was previewed, "
+        "else the session goes stale and nothing is written. Owner only.",
+        ReviewRef,
+        ReviewResult,
+        ("page.write",),
+        _write(idempotent=True),
+        command="review.accept",
+        needs_document=False,
+        family="review",
+    ),
+    ToolSpec(
+        "mnote.review.reject",
+        "Reject a proposal; nothing is written.",
+        ReviewRejectArgs,
+        ReviewResult,
+        ("page.write",),
+        _write(),
+        command="review.reject",
+        needs_document=False,
+        family="review",
+    ),
+    ToolSpec(
+        "mnote.review.retry",
+        "Make a fresh preview of a proposal on the page as it is now (needs a new toolCallId).",
+        ReviewRef,
+        ReviewResult,
+        ("page.write",),
+        _write(),
+        command="review.retry",
+        needs_document=False,
+        family="review",
+    ),
+    ToolSpec(
+        "mnote.review.abort",
+        "Abort a review session; nothing is written.",
+        ReviewRef,
+        ReviewResult,
+        ("page.write",),
+        _write(),
+        command="review.abort",
+        needs_document=False,
+        family="review",
+    ),
+)
+
+TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in (*_SPECS, *_REVIEW_SPECS)}
+BY_SAFE_NAME: dict[str, ToolSpec] = {spec.safe_name: spec for spec in TOOLS.values()}
 SCOPES: tuple[str, ...] = ("page.read", "page.write", "artifact.write")
 
 

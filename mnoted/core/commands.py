@@ -238,12 +238,25 @@ def _require(page: Page, block_id: str) -> Block:
     return page.block(block_id)
 
 
-def _neighbour_bullets(page: Page, siblings: Sequence[Block], index: int) -> set[str]:
-    near = set()
-    for k in (index - 1, index):
-        if 0 <= k < len(siblings) and siblings[k].type == "list":
-            near.add(str(siblings[k].props.get("marker", "")))
-    return near
+def _neighbour_bullets(siblings: Sequence[Block], before: int, after: int) -> set[str]:
+    """Markers of the lists at ``siblings[before]`` and ``siblings[after]`` (a new list
+    between them must use another one, or Markdown merges it into theirs)."""
+    return {
+        str(siblings[k].props.get("marker", ""))
+        for k in (before, after)
+        if 0 <= k < len(siblings) and siblings[k].type == "list"
+    }
+
+
+def _unmerged_list(spec: Mapping[str, Any], near: set[str]) -> Mapping[str, Any]:
+    """A list spec whose marker keeps it apart from the neighbouring lists' ``near``."""
+    props = dict(spec.get("props") or {})
+    if props.get("ordered"):
+        if "." in near:
+            props["marker"] = ")"
+    elif props.get("marker") not in _BULLETS or props.get("marker") in near:
+        props["marker"] = _free_bullet(near, ordered=False)
+    return {**spec, "props": props}
 
 
 def _free_bullet(taken: set[str], ordered: bool) -> str:
@@ -288,19 +301,11 @@ def _lines_for(
         return render(item_spec, marker_hint=marker), parent.outer_prefix, True
     prefix = "" if parent is None else parent.prefix
     if kind in ("list_item", "task_item"):
-        taken = _neighbour_bullets(page, siblings, index)
+        taken = _neighbour_bullets(siblings, index - 1, index)
         marker = _free_bullet(taken, ordered=False)
         return render(spec, marker_hint=marker), prefix, False
     if kind == "list":
-        spec = dict(spec)
-        props = dict(spec.get("props") or {})
-        taken = _neighbour_bullets(page, siblings, index)
-        if props.get("ordered"):
-            props.setdefault("start", 1)
-        else:
-            if props.get("marker") in taken or props.get("marker") not in _BULLETS:
-                props["marker"] = _free_bullet(taken, ordered=False)
-        spec["props"] = props
+        spec = _unmerged_list(spec, _neighbour_bullets(siblings, index - 1, index))
     return render(spec), prefix, False
 
 
@@ -369,7 +374,7 @@ def replace_block(page: Page, block_id: str, block: Mapping[str, Any]) -> EditRe
     An item's or callout's children are kept unless ``block`` names ``children``.
     """
     old = _require(page, block_id)
-    parent, _ = page.parent(block_id)
+    parent, index = page.parent(block_id)
     spec = _keep_anchor(old, block)
     kind = spec_type(spec)
     in_list = parent is not None and parent.type == "list"
@@ -405,6 +410,9 @@ def replace_block(page: Page, block_id: str, block: Mapping[str, Any]) -> EditRe
                 "only a block inside a list can become a list item",
                 hint="Use type list with children, or set_block_type.",
             )
+        if kind == "list":
+            near = _neighbour_bullets(page.siblings(parent), index - 1, index + 1)
+            spec = _unmerged_list(spec, near)
         lines = render(spec)
         new_type = kind if kind != "markdown" else old.type
     end = old.head_end if keep_children else old.end
@@ -503,7 +511,7 @@ def _target_marker(
             )
             return f"{number}{parent.props.get('marker', '.')}"
         return str(parent.props.get("marker", "-"))
-    taken = _neighbour_bullets(page, siblings, index)
+    taken = _neighbour_bullets(siblings, index - 1, index)
     old = str(block.props.get("marker", "-"))
     ordered = old[-1:] in ".)"
     if old not in taken and (not ordered or old[-1:] not in taken):

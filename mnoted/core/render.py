@@ -139,7 +139,8 @@ def render(spec: Mapping[str, Any], *, marker_hint: str = "-") -> list[str]:
                 child.setdefault("type", "list_item")
                 if spec_type(child) not in ("list_item", "task_item"):
                     raise InvalidArguments("a list's children must be list items")
-                marker = f"{start + n}." if ordered else str(props.get("marker", "-"))
+                delimiter = ")" if props.get("marker") == ")" else "."
+                marker = f"{start + n}{delimiter}" if ordered else str(props.get("marker", "-"))
                 out += render_item(child, marker)
             return out
         if not text.strip():

@@ -1,7 +1,17 @@
 """The tool executor and the handlers of every ``mnote.*`` tool, one module per family."""
 
-from mnoted.service import artifacts, doc_tools, file_tools, page_tools
+from mnoted.service import artifacts, doc_tools, file_tools, page_tools, review, router
 from mnoted.service.actors import Actor
 from mnoted.service.executor import HANDLERS, Service
 
-__all__ = ["HANDLERS", "Actor", "Service", "artifacts", "doc_tools", "file_tools", "page_tools"]
+__all__ = [
+    "HANDLERS",
+    "Actor",
+    "Service",
+    "artifacts",
+    "doc_tools",
+    "file_tools",
+    "page_tools",
+    "review",
+    "router",
+]

@@ -98,7 +98,11 @@ def doc_apply_block_ops(call: Call) -> WritePlan:
             {"command": name, **result.details, "changedBlockIds": result.changed_block_ids}
         )
         page = result.page
-    edit = C.EditResult("apply_block_ops", page, loaded.page, C.changed_ids(loaded.page, page, []))
+    touched = [i for r in results for i in r["changedBlockIds"]]
+    edit = C.EditResult(
+        "apply_block_ops", page, loaded.page, C.changed_ids(loaded.page, page, touched)
+    )
+
     return page_write(call, loaded, edit, operations=results)
 
 

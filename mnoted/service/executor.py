@@ -85,7 +85,7 @@ class Call:
         return ref
 
 
-Handler = Callable[[Call], dict[str, Any] | WritePlan]
+Handler = Callable[[Call], dict[str, Any] | WritePlan]  # a dict: a review session
 HANDLERS: dict[str, Handler] = {}
 
 
@@ -295,9 +295,18 @@ class Service:
                 audit = Audit.model_validate({**stored["audit"], "replayed": True})
                 return self._ok(call, stored["result"], audit)
         plan = handler(call)
-        assert isinstance(plan, WritePlan)
+        if isinstance(plan, dict):
+            return self._session_result(call, plan, key, digest)
         if plan.loaded is not None:
             self._guard_page(call, plan)
+        if not request.dryRun and needs_review(call, plan):
+            from mnoted.service import review
+
+            args = call.args.model_dump(mode="json", exclude_none=True)
+            session = review.propose(
+                call, spec.name, args, {"toolName": spec.name, "args": args}, plan
+            )
+            return self._session_result(call, session, None, digest)
         changed = plan.edit.changed_block_ids if plan.edit else []
         document_id = plan.document.document_id if plan.document else None
         result = {"commandName": plan.command, "dryRun": bool(request.dryRun), **plan.result}
@@ -370,6 +379,9 @@ class Service:
         if key:
             stored = {"result": response.result, "audit": response.audit.model_dump(mode="json")}
             ws.idempotency.record(key, digest, json.dumps(stored))
+        from mnoted.service import review
+
+        review.record_applied(call, plan, commit.commit, commit.command_id)
         self.events.publish(
             "commit",
             workspaceId=ws.workspace_id,
@@ -384,6 +396,33 @@ class Service:
             externalCommit=commit.external_commit,
         )
         return response
+
+    def _session_result(
+        self, call: Call, session: dict[str, Any], key: str | None, digest: str
+    ) -> ToolResponse:
+        """The answer of a call that produced a review session (and maybe, on accept, a commit)."""
+        applied = session.get("applied") if session.get("state") == "applied" else None
+        committed = bool(applied and applied.get("commandId"))
+        audit = Audit(
+            effect="write" if committed else "none",
+            commandId=applied.get("commandId") if committed and applied else None,
+            workspaceId=call.ws.workspace_id,
+            documentId=session.get("documentId"),
+            revision=(applied or {}).get("commit") or (session.get("base") or {}).get("revision"),
+            changedBlockIds=[
+                c["blockId"] for c in (session.get("preview") or {}).get("changedBlocks", [])
+            ],
+            commandName=call.spec.command,
+        )
+        response = self._ok(call, {**session, "reviewSessionId": session["sessionId"]}, audit)
+        if committed and key:
+            stored = {"result": response.result, "audit": response.audit.model_dump(mode="json")}
+            call.ws.idempotency.record(key, digest, json.dumps(stored))
+        return response
+
+    def accept_hash(self, call: Call) -> str:
+        """The fingerprint an accept commit carries, so a repeated accept replays."""
+        return request_hash(call.spec, call.request, call.args)
 
     def _guard_page(self, call: Call, plan: WritePlan) -> None:
         """protectEditing and the base revision, for a write to an existing page."""
@@ -413,6 +452,14 @@ class Service:
             f"applied on revision {loaded.revision[:12]}: the page changed since "
             f"{base[:12]}, but not in the blocks this edit touches"
         )
+
+
+def needs_review(call: Call, plan: WritePlan) -> bool:
+    """Whether an agent's write waits for a person (the workspace's approval mode)."""
+    if call.actor.is_owner or not (plan.changes or plan.from_disk) or plan.loaded is None:
+        return False
+    mode = call.ws.config.approval_mode
+    return mode == "required" or (mode == "review" and call.spec.annotations.requiresApproval)
 
 
 def _untouched_since(before: Page, now: Page, touched: set[str]) -> bool:

@@ -40,6 +40,7 @@ class WorkspaceConfig:
     max_file_bytes: int = 1_048_576
     max_request_bytes: int = 4_194_304
     ignore_patterns: tuple[str, ...] = ()
+    approval_mode: str = "review"  # yolo | review | required
 
     def is_ignored(self, path: str) -> bool:
         """Whether a workspace-relative path matches one of the ignore patterns."""
@@ -72,6 +73,7 @@ class WorkspaceConfig:
                 max_file_bytes=int(limits.get("maxFileBytes", cls.max_file_bytes)),
                 max_request_bytes=int(limits.get("maxRequestBytes", cls.max_request_bytes)),
                 ignore_patterns=tuple(str(p) for p in ignore.get("patterns", [])),
+                approval_mode=_approval_mode(profile.get("approvalMode", "review"), origin),
             )
         except (TypeError, ValueError) as exc:
             raise WorkspaceInvalid(f"{origin}: {exc}", hint=f"Fix {origin} and try again.") from exc
@@ -94,3 +96,12 @@ def _table(data: dict[str, Any], name: str, origin: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise WorkspaceInvalid(f"{origin}: [{name}] must be a table")
     return value
+
+
+def _approval_mode(value: Any, origin: str) -> str:
+    if value not in ("yolo", "review", "required"):
+        raise WorkspaceInvalid(
+            f"{origin}: approvalMode must be yolo, review or required, not {value!r}",
+            hint=f"Fix {origin} and try again.",
+        )
+    return str(value)

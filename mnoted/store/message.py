@@ -50,6 +50,7 @@ def trailers_of(meta: CommandMeta) -> list[tuple[str, str]]:
         (ACTOR, meta.actor),
         (IDEMPOTENCY_KEY, meta.idempotency_key),
         (REQUEST_HASH, meta.request_hash),
+        *((k, v) for k, v in meta.extra if k.startswith("Mnote-") and _TRAILER.match(f"{k}: x")),
     ]
     return [(k, _clean(v)) for k, v in pairs if v and _clean(v)]
 

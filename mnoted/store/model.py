@@ -71,6 +71,8 @@ class CommandMeta:
     idempotency_key: str | None = None
     request_hash: str | None = None
     author: Identity | None = None
+    extra: tuple[tuple[str, str], ...] = ()
+    """Further ``Mnote-*`` trailers (a review session, the accepting actor, ...)."""
 
     def with_command_id(self) -> CommandMeta:
         """This metadata with a generated ``command_id`` if it had none."""

@@ -25,6 +25,14 @@ WRITE_ARGS = {
     "mnote.page.delete": {},
     "mnote.page.move": {"newPath": "notes/moved.md"},
     "mnote.file.grant": {},
+    "mnote.doc.plan_update": {"operations": [{"search": "Monday", "replace": "Friday"}]},
+}
+# Review decisions need a session first; tests/service/test_review.py dry-runs them.
+REVIEW_DECISIONS = {
+    "mnote.review.accept",
+    "mnote.review.reject",
+    "mnote.review.retry",
+    "mnote.review.abort",
 }
 
 
@@ -43,8 +51,10 @@ def test_dry_run_writes_nothing(h: Harness, tool: str) -> None:
     head, files, state = h.head(), sorted(p.name for p in h.root.rglob("*.md")), sidecar_dump(h)
     resp = h.write(tool, documentId=doc, dryRun=True, args=WRITE_ARGS[tool])
     assert resp["ok"], resp["error"]
-    assert resp["result"]["dryRun"] is True
-    assert resp["audit"]["effect"] == "dry_run" and resp["audit"]["commandId"] is None
+    if tool != "mnote.doc.plan_update":  # a proposal's dry run shows the session it would make
+        assert resp["result"]["dryRun"] is True
+        assert resp["audit"]["effect"] == "dry_run"
+    assert resp["audit"]["commandId"] is None
     assert h.head() == head
     assert (h.root / "notes/plan.md").read_text() == PLAN
     assert sorted(p.name for p in h.root.rglob("*.md")) == files
@@ -54,7 +64,8 @@ def test_dry_run_writes_nothing(h: Harness, tool: str) -> None:
 
 
 def test_every_write_tool_has_a_dry_run_case() -> None:
-    assert set(WRITE_ARGS) | {"mnote.file.release"} == {n for n, s in TOOLS.items() if s.writes}
+    covered = set(WRITE_ARGS) | {"mnote.file.release"} | REVIEW_DECISIONS
+    assert covered == {n for n, s in TOOLS.items() if s.writes}
 
 
 def test_idempotent_replay_survives_a_restart(h: Harness) -> None:

@@ -1,0 +1,645 @@
+"""Review sessions (seed 003 §5.5): a proposed write held as a preview until a person decides.
+
+A session keeps what was proposed (the original tool call), the base it was previewed on
+(revision and conflict key), the preview (changed blocks before and after, the diff,
+warnings, risk, whether it is blocked) and its state. Accepting re-reads the page: if it is
+no longer what the preview was made on, the session goes ``stale`` and nothing is written;
+otherwise the original call is applied as one commit naming the session, the original
+tool call and who accepted it. ``yolo`` mode and every direct write also leave a session
+(already ``applied``), so the history of proposals looks the same whatever the mode.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import TYPE_CHECKING, Any
+
+from mnoted.contract.envelope import ToolRequest
+from mnoted.contract.tools import TOOLS
+from mnoted.core.views import build_context, conflict_key
+from mnoted.errors import (
+    InvalidArguments,
+    InvalidTransition,
+    MnoteError,
+    NotFound,
+    PermissionDenied,
+    TargetOutOfScope,
+)
+from mnoted.service.actors import Actor
+from mnoted.service.executor import HANDLERS, Call, WritePlan, block_diff, handles
+from mnoted.store import CommandMeta, Workspace
+from mnoted.store.reviews import ReviewStore
+
+if TYPE_CHECKING:
+    from mnoted.service.executor import Service
+
+SCHEMA = "mnote.page_ai_review_session.v1"
+STATES = (
+    "draft",
+    "planning",
+    "previewing",
+    "awaiting_user",
+    "accepted",
+    "rejected",
+    "applying",
+    "applied",
+    "failed",
+    "aborted",
+    "stale",
+)
+TRANSITIONS: dict[str, frozenset[str]] = {
+    "draft": frozenset({"planning", "previewing", "aborted"}),
+    "planning": frozenset({"previewing", "failed", "aborted"}),
+    "previewing": frozenset({"awaiting_user", "failed", "aborted"}),
+    "awaiting_user": frozenset({"accepted", "rejected", "aborted", "previewing"}),
+    "accepted": frozenset({"applying", "stale", "failed"}),
+    "applying": frozenset({"applied", "failed", "stale"}),
+    "stale": frozenset({"previewing", "aborted"}),
+    "failed": frozenset({"previewing", "aborted"}),
+    "applied": frozenset(),
+    "rejected": frozenset(),
+    "aborted": frozenset(),
+}
+PENDING = ("draft", "planning", "previewing", "awaiting_user", "accepted", "applying")
+
+
+def _stores(service: Service) -> dict[str, ReviewStore]:
+    stores: dict[str, ReviewStore] | None = getattr(service, "_review_stores", None)
+    if stores is None:
+        stores = {}
+        service._review_stores = stores  # type: ignore[attr-defined]
+    return stores
+
+
+def store_of(service: Service, ws: Workspace) -> ReviewStore:
+    """The workspace's review store (opened on the workspace's own thread, once)."""
+    stores = _stores(service)
+    store = stores.get(ws.workspace_id)
+    if store is None:
+        store = ReviewStore(ws.state_dir)
+        stores[ws.workspace_id] = store
+        _recover(service, ws, store)
+    return store
+
+
+def _recover(service: Service, ws: Workspace, store: ReviewStore) -> None:
+    """After a restart nothing is applied: a session caught mid-apply is settled by Git."""
+    for session in store.list(states=("accepted", "applying"), limit=10_000):
+        found = (
+            ws.find_command(command_id=session["pendingCommandId"])
+            if session.get("pendingCommandId")
+            else []
+        )
+        if found:
+            session["applied"] = {"commit": found[0].commit, "commandId": found[0].command_id}
+            _set(service, ws, store, session, "applied", force=True)
+        else:
+            session["error"] = {
+                "code": "mnote_review_interrupted",
+                "message": "the daemon stopped while this session was being applied",
+            }
+            _set(service, ws, store, session, "failed", force=True)
+
+
+def _set(
+    service: Service,
+    ws: Workspace,
+    store: ReviewStore | None,
+    session: dict[str, Any],
+    state: str,
+    *,
+    force: bool = False,
+) -> None:
+    current = session["state"]
+    if not force and state not in TRANSITIONS[current]:
+        raise InvalidTransition(
+            f"a review session in state {current!r} cannot become {state!r}",
+            state=current,
+            allowed=sorted(TRANSITIONS[current]),
+        )
+    session["state"] = state
+    session["actions"] = _actions(state, session)
+    session.setdefault("history", []).append({"state": state, "at": service.clock()})
+    if store is None:  # a dry run: shown, not kept
+        return
+    store.put(session, service.clock())
+    service.events.publish(
+        "review",
+        workspaceId=ws.workspace_id,
+        documentId=session.get("documentId"),
+        path=session.get("path"),
+        sessionId=session["sessionId"],
+        state=state,
+        toolCallId=session.get("toolCallId"),
+        traceId=session.get("traceId"),
+    )
+
+
+def _actions(state: str, session: dict[str, Any]) -> dict[str, Any]:
+    allowed = TRANSITIONS[state]
+    blocked = bool((session.get("preview") or {}).get("blocked"))
+    return {
+        "accept": {
+            "allowed": "accepted" in allowed and not blocked,
+            "requiresFreshRevision": True,
+            "requiresIdempotencyKey": True,
+        },
+        "reject": "rejected" in allowed,
+        "retry": {"allowed": "previewing" in allowed, "requiresNewToolCallId": True},
+        "abort": "aborted" in allowed,
+    }
+
+
+def _risk(tool: str, preview: dict[str, Any]) -> str:
+    spec = TOOLS[tool]
+    changed = len(preview.get("changedBlocks", []))
+    if spec.annotations.destructive or changed > 10:
+        return "high"
+    return "medium" if changed > 2 else "low"
+
+
+def _preview(plan: WritePlan, blocked: bool, warnings: list[str]) -> dict[str, Any]:
+    changed = block_diff(plan.edit) if plan.edit is not None else []
+    revision = plan.loaded.revision if plan.loaded else None
+    for entry in changed:
+        entry["revisionRef"] = f"body:{revision}:{entry['blockId']}"
+    return {
+        "dryRun": True,
+        "changedBlocks": changed,
+        "diff": plan.edit.diff if plan.edit is not None else "",
+        "warnings": warnings,
+        "blocked": blocked,
+    }
+
+
+def _new_session(
+    call: Call, tool: str, args: dict[str, Any], proposal: dict[str, Any]
+) -> dict[str, Any]:
+    request = call.request
+    return {
+        "schema": SCHEMA,
+        "sessionId": "review_" + secrets.token_hex(8),
+        "workspaceId": call.ws.workspace_id,
+        "documentId": None,
+        "path": None,
+        "runId": request.runId,
+        "toolCallId": request.toolCallId,
+        "traceId": request.traceId,
+        "sessionRef": request.sessionId,
+        "state": "draft",
+        "mode": call.ws.config.approval_mode,
+        "source": {"runtimeOwner": "hermes", "writeOwner": "mnoted", "toolName": tool},
+        "request": {
+            "toolName": tool,
+            "args": args,
+            "documentId": request.documentId or request.path,
+            "idempotencyKey": request.idempotencyKey,
+        },
+        "proposal": proposal,
+        "base": None,
+        "preview": None,
+        "audit": {"createdAt": call.now, "createdBy": call.actor.actor_id},
+        "retries": [request.toolCallId],
+    }
+
+
+def _plan_for(
+    call: Call, tool: str, args: dict[str, Any], actor: Actor
+) -> tuple[WritePlan | None, bool, list[str]]:
+    """The dry-run plan of ``tool`` with ``args`` on the page as it is now."""
+    spec = TOOLS[tool]
+    sub_request = ToolRequest.model_validate(
+        {
+            **call.request.model_dump(exclude={"args"}, exclude_none=True),
+            "toolName": tool,
+            "dryRun": True,
+            "args": args,
+        }
+    )
+    sub = Call(
+        spec, sub_request, spec.args.model_validate(args), actor, call.ws, call.service, call.now
+    )
+    try:
+        plan = HANDLERS[tool](sub)
+    except TargetOutOfScope as exc:
+        return None, True, [exc.message]
+    assert isinstance(plan, WritePlan)
+    return plan, False, []
+
+
+def propose(
+    call: Call,
+    tool: str,
+    args: dict[str, Any],
+    proposal: dict[str, Any],
+    plan: WritePlan | None = None,
+) -> dict[str, Any]:
+    """Create a session awaiting a person, with a dry-run preview of ``tool(args)``.
+
+    A dry run of the proposal itself returns the session it would create and keeps nothing.
+    """
+    if plan is None:
+        call.load()  # the caller must be able to see the page before anything is kept
+    store = None if call.request.dryRun else store_of(call.service, call.ws)
+    session = _new_session(call, tool, args, proposal)
+    service, ws = call.service, call.ws
+    _set(service, ws, store, session, "planning")
+    blocked, warnings = False, list[str]()
+    if plan is None:
+        try:
+            plan, blocked, warnings = _plan_for(call, tool, args, call.actor)
+        except MnoteError as exc:
+            session["error"] = exc.to_dict()
+            _set(service, ws, store, session, "failed")
+            return session
+    _set(service, ws, store, session, "previewing")
+    if plan is not None and plan.loaded is not None:
+        loaded = plan.loaded
+        session["documentId"] = loaded.doc.document_id
+        session["path"] = loaded.path
+        session["base"] = {
+            "revision": loaded.revision,
+            "conflictDetectionKey": conflict_key(loaded.page, loaded.revision),
+            "allowedTargetBlockIds": args.get("allowedTargetBlockIds"),
+        }
+    elif call.request.documentId:
+        loaded = call.load()
+        session["documentId"] = loaded.doc.document_id
+        session["path"] = loaded.path
+        session["base"] = {
+            "revision": loaded.revision,
+            "conflictDetectionKey": conflict_key(loaded.page, loaded.revision),
+            "allowedTargetBlockIds": args.get("allowedTargetBlockIds"),
+        }
+    preview = (
+        _preview(plan, blocked, warnings)
+        if plan is not None
+        else {
+            "dryRun": True,
+            "changedBlocks": [],
+            "diff": "",
+            "warnings": warnings,
+            "blocked": blocked,
+        }
+    )
+    preview["risk"] = _risk(tool, preview)
+    session["preview"] = preview
+    _set(service, ws, store, session, "awaiting_user")
+    return session
+
+
+def record_applied(call: Call, plan: WritePlan, commit: str, command_id: str) -> None:
+    """The review-compatible record of a write that needed no review (yolo, owner, ...)."""
+    args = call.args.model_dump(mode="json", exclude_none=True)
+    store = store_of(call.service, call.ws)
+    session = _new_session(call, call.spec.name, args, {"toolName": call.spec.name, "args": args})
+    session["state"] = "applied"
+    session["documentId"] = plan.document.document_id if plan.document else None
+    session["path"] = plan.loaded.path if plan.loaded else None
+    if plan.loaded is not None:
+        session["base"] = {
+            "revision": plan.loaded.revision,
+            "conflictDetectionKey": conflict_key(plan.loaded.page, plan.loaded.revision),
+        }
+    if plan.edit is not None:
+        session["preview"] = {
+            **_preview(plan, False, []),
+            "risk": _risk(call.spec.name, _preview(plan, False, [])),
+        }
+    session["applied"] = {
+        "commit": commit,
+        "commandId": command_id,
+        "acceptedBy": None,
+        "direct": True,
+    }
+    session["actions"] = _actions("applied", session)
+    session["history"] = [{"state": "applied", "at": call.now}]
+    store.put(session, call.service.clock())
+
+
+def _session(call: Call) -> tuple[ReviewStore, dict[str, Any]]:
+    store = store_of(call.service, call.ws)
+    session = store.get(call.args.sessionId)
+    if session is None or (session.get("path") and not call.actor.may_access(session["path"])):
+        raise NotFound(f"no review session {call.args.sessionId!r}")
+    return store, session
+
+
+# -- tools ----------------------------------------------------------------------------------
+
+
+@handles("mnote.doc.plan_update")
+def plan_update(call: Call) -> dict[str, Any]:
+    args = call.args
+    given = [k for k in ("operations", "blockOps", "fullContent") if getattr(args, k) is not None]
+    if len(given) != 1:
+        raise InvalidArguments("give exactly one of operations, blockOps or fullContent")
+    allowed = (
+        {"allowedTargetBlockIds": args.allowedTargetBlockIds} if args.allowedTargetBlockIds else {}
+    )
+    if args.operations is not None:
+        tool = "mnote.doc.markdown_edit"
+        tool_args = {
+            "operations": [o.model_dump(exclude_none=True) for o in args.operations],
+            **allowed,
+        }
+    elif args.blockOps is not None:
+        tool = "mnote.doc.apply_block_ops"
+        tool_args = {
+            "operations": [o.model_dump(exclude_none=True) for o in args.blockOps],
+            **allowed,
+        }
+    else:
+        tool = "mnote.page.save"
+        tool_args = {"content": [{"markdown": args.fullContent}], "mode": "replace"}
+    proposal = {
+        "format": "markdown",
+        "operations": [
+            {"op": "replace", **o.model_dump(exclude_none=True)} for o in args.operations or []
+        ],
+        "blockOps": [o.model_dump(exclude_none=True) for o in args.blockOps or []],
+        "fullContent": args.fullContent,
+        "reason": args.reason,
+    }
+    return propose(call, tool, tool_args, proposal)
+
+
+@handles("mnote.review.get")
+def review_get(call: Call) -> dict[str, Any]:
+    return _session(call)[1]
+
+
+@handles("mnote.review.list")
+def review_list(call: Call) -> dict[str, Any]:
+    store = store_of(call.service, call.ws)
+    document_id = None
+    ref = call.request.documentId or call.request.path
+    if ref:
+        document_id = call.load(ref).doc.document_id
+    states = tuple(call.args.states or ())
+    unknown = [s for s in states if s not in STATES]
+    if unknown:
+        raise InvalidArguments(
+            f"unknown state(s): {', '.join(unknown)}", hint=f"States: {', '.join(STATES)}."
+        )
+    sessions = [
+        {
+            k: s.get(k)
+            for k in ("sessionId", "documentId", "path", "state", "toolCallId", "traceId", "source")
+        }
+        for s in store.list(document_id=document_id, states=states, limit=call.args.limit)
+        if not s.get("path") or call.actor.may_access(s["path"])
+    ]
+    return {"sessions": sessions}
+
+
+def _dry(call: Call, session: dict[str, Any], state: str) -> dict[str, Any] | None:
+    """For a dry run: the session with the state the action would give it, nothing kept."""
+    if not call.request.dryRun:
+        return None
+    if state not in TRANSITIONS[session["state"]]:
+        raise InvalidTransition(
+            f"a review session in state {session['state']!r} cannot become {state!r}",
+            state=session["state"],
+            allowed=sorted(TRANSITIONS[session["state"]]),
+        )
+    return {**session, "dryRun": True, "nextState": state}
+
+
+@handles("mnote.review.reject")
+def review_reject(call: Call) -> dict[str, Any]:
+    store, session = _session(call)
+    if not call.actor.is_owner:
+        raise PermissionDenied("only the workspace owner decides on review sessions")
+    if (dry := _dry(call, session, "rejected")) is not None:
+        return dry
+    session["decision"] = {"by": call.actor.actor_id, "reason": call.args.reason, "at": call.now}
+    _set(call.service, call.ws, store, session, "rejected")
+    return session
+
+
+@handles("mnote.review.abort")
+def review_abort(call: Call) -> dict[str, Any]:
+    store, session = _session(call)
+    if not call.actor.is_owner and session["audit"]["createdBy"] != call.actor.actor_id:
+        raise PermissionDenied("only the owner or the agent that proposed it may abort a session")
+    if (dry := _dry(call, session, "aborted")) is not None:
+        return dry
+    _set(call.service, call.ws, store, session, "aborted")
+    return session
+
+
+@handles("mnote.review.retry")
+def review_retry(call: Call) -> dict[str, Any]:
+    store, session = _session(call)
+    if call.request.toolCallId in session.get("retries", []):
+        raise InvalidArguments(
+            "a retry needs a new toolCallId",
+            hint="Send the retry with a toolCallId not used before.",
+        )
+    if (dry := _dry(call, session, "previewing")) is not None:
+        return dry
+    _set(call.service, call.ws, store, session, "previewing")
+    session["retries"].append(call.request.toolCallId)
+    tool = session["request"]["toolName"]
+    args = session["request"]["args"]
+    proposer = (
+        Actor(session["audit"]["createdBy"], "agent")
+        if session["audit"]["createdBy"] != "owner"
+        else call.actor
+    )
+    sub_call = _as_original(call, session)
+    try:
+        plan, blocked, warnings = _plan_for(sub_call, tool, args, _acting(call, proposer))
+    except MnoteError as exc:
+        session["error"] = exc.to_dict()
+        _set(call.service, call.ws, store, session, "failed")
+        return session
+    if plan is not None and plan.loaded is not None:
+        session["base"] = {
+            "revision": plan.loaded.revision,
+            "conflictDetectionKey": conflict_key(plan.loaded.page, plan.loaded.revision),
+            "allowedTargetBlockIds": args.get("allowedTargetBlockIds"),
+        }
+    preview = (
+        _preview(plan, blocked, warnings)
+        if plan is not None
+        else {
+            "dryRun": True,
+            "changedBlocks": [],
+            "diff": "",
+            "warnings": warnings,
+            "blocked": blocked,
+        }
+    )
+    preview["risk"] = _risk(tool, preview)
+    session["preview"] = preview
+    session.pop("error", None)
+    _set(call.service, call.ws, store, session, "awaiting_user")
+    return session
+
+
+def _acting(call: Call, proposer: Actor) -> Actor:
+    """Who an accepted write runs as: the proposer's name, with the owner's approval."""
+    return Actor(proposer.actor_id, "owner") if call.actor.is_owner else call.actor
+
+
+def _as_original(call: Call, session: dict[str, Any]) -> Call:
+    """A call carrying the original request's document and ids, for re-planning it."""
+    original = session["request"]
+    request = ToolRequest.model_validate(
+        {
+            "toolName": original["toolName"],
+            "workspaceId": call.ws.workspace_id,
+            "documentId": session.get("documentId") or original.get("documentId"),
+            "sessionId": session.get("sessionRef") or "review",
+            "runId": session.get("runId") or "review",
+            "toolCallId": session.get("toolCallId") or "review",
+            "traceId": session.get("traceId") or "review",
+            "idempotencyKey": original.get("idempotencyKey") or session["sessionId"],
+            "dryRun": True,
+            "args": original["args"],
+        }
+    )
+    spec = TOOLS[original["toolName"]]
+    return Call(
+        spec,
+        request,
+        spec.args.model_validate(original["args"]),
+        call.actor,
+        call.ws,
+        call.service,
+        call.now,
+    )
+
+
+@handles("mnote.review.accept")
+def review_accept(call: Call) -> dict[str, Any]:
+    store, session = _session(call)
+    service, ws = call.service, call.ws
+    if not call.actor.is_owner:
+        raise PermissionDenied("only the workspace owner accepts review sessions")
+    if session.get("preview", {}).get("blocked"):
+        raise TargetOutOfScope(
+            "this proposal writes outside its allowedTargetBlockIds and cannot be accepted",
+            hint="Reject it, or retry with a proposal inside the selection.",
+        )
+    if (dry := _dry(call, session, "accepted")) is not None:
+        return dry
+    _set(service, ws, store, session, "accepted")
+    session["decision"] = {
+        "by": call.actor.actor_id,
+        "at": call.now,
+        "toolCallId": call.request.toolCallId,
+    }
+    original = _as_original(call, session)
+    proposer = Actor(session["audit"]["createdBy"], "owner")
+    original.actor = proposer
+    try:
+        loaded = original.load()
+    except MnoteError as exc:
+        session["error"] = exc.to_dict()
+        _set(service, ws, store, session, "stale")
+        return session
+    base = session.get("base") or {}
+    if base.get("revision") != loaded.revision or base.get("conflictDetectionKey") != conflict_key(
+        loaded.page, loaded.revision
+    ):
+        session["stale"] = {
+            "baseRevision": base.get("revision"),
+            "currentRevision": loaded.revision,
+        }
+        _set(service, ws, store, session, "stale")
+        return session
+    try:
+        plan = HANDLERS[original.spec.name](original)
+        assert isinstance(plan, WritePlan)
+    except MnoteError as exc:
+        session["error"] = exc.to_dict()
+        _set(service, ws, store, session, "failed")
+        return session
+    meta = CommandMeta(
+        plan.command,
+        actor=proposer.actor_id,
+        trace_id=session.get("traceId"),
+        tool=original.spec.name,
+        tool_call_id=session.get("toolCallId"),
+        run_id=session.get("runId"),
+        session_id=session.get("sessionRef"),
+        idempotency_key=call.request.idempotencyKey,
+        request_hash=call.service.accept_hash(call),
+        extra=(
+            ("Mnote-Review-Session", session["sessionId"]),
+            ("Mnote-Accepted-By", call.actor.actor_id),
+            ("Mnote-Accept-Call-Id", call.request.toolCallId or ""),
+        ),
+    ).with_command_id()
+    session["pendingCommandId"] = meta.command_id
+    _set(service, ws, store, session, "applying")
+    try:
+        commit = ws.apply(meta, plan.changes) if plan.changes else None
+    except MnoteError as exc:
+        session["error"] = exc.to_dict()
+        _set(service, ws, store, session, "failed")
+        return session
+    if commit is not None and plan.edit is not None and plan.document is not None:
+        blob = ws.blob_id(plan.document.path)
+        if blob is not None:
+            service.pages.remember_ids(ws, plan.document, blob, plan.edit.page)
+    session["applied"] = {
+        "commit": commit.commit if commit else loaded.revision,
+        "commandId": commit.command_id if commit else None,
+        "acceptedBy": call.actor.actor_id,
+    }
+    _set(service, ws, store, session, "applied")
+    if commit is not None:
+        service.events.publish(
+            "commit",
+            workspaceId=ws.workspace_id,
+            documentId=session.get("documentId"),
+            path=session.get("path"),
+            commit=commit.commit,
+            commandId=commit.command_id,
+            command=plan.command,
+            tool=original.spec.name,
+            toolCallId=session.get("toolCallId"),
+            traceId=session.get("traceId"),
+            actor=proposer.actor_id,
+            reviewSession=session["sessionId"],
+        )
+    return session
+
+
+@handles("mnote.page_ai.context")
+def page_ai_context(call: Call) -> dict[str, Any]:
+    loaded = call.load()
+    args = call.args
+    editable = not (loaded.page.options["protectEditing"] and not call.actor.is_owner)
+    common = {
+        "document_id": loaded.doc.document_id,
+        "revision": loaded.revision,
+        "workspace_id": call.ws.workspace_id,
+        "scope": args.scope,
+        "block_ids": args.blockIds,
+        "query": args.query,
+        "budget": args.budget,
+        "cursor": args.cursor,
+        "editable": editable,
+    }
+    text = build_context(loaded.page, fmt="text", **common)
+    xml = build_context(loaded.page, fmt="page_xml", **common)
+    context = {
+        **text,
+        "format": "text+page_xml",
+        "pageXml": xml["pageXml"],
+        "path": loaded.path,
+        "runId": call.request.runId,
+    }
+    store = store_of(call.service, call.ws)
+    frozen = store.freeze_context(
+        f"{call.request.runId}:{loaded.doc.document_id}", context, call.now
+    )
+    frozen["frozen"] = frozen.get("selectedBlockIds") != context.get("selectedBlockIds") or (
+        frozen.get("revision") != context.get("revision")
+    )
+    return frozen

@@ -1,0 +1,246 @@
+"""Review sessions and frozen contexts (seed 003 §5.1, §5.5), end to end on a real workspace."""
+
+from __future__ import annotations
+
+from tests.service.conftest import PLAN, Harness
+
+
+def set_mode(h: Harness, mode: str) -> None:
+    config = h.root / ".mnote" / "config.toml"
+    text = config.read_text()
+    config.write_text(text.replace('approvalMode = "review"', f'approvalMode = "{mode}"'))
+    h.ws.commit_external([".mnote/config.toml"])
+    h.reopen()
+    assert h.ws.config.approval_mode == mode
+
+
+def propose_save(h: Harness, agent, text: str = "Proposed.") -> dict:
+    resp = h.write(
+        "mnote.page.save", agent, documentId=h.doc("notes/plan.md"), content=[text], mode="append"
+    )
+    assert resp["ok"], resp["error"]
+    return resp
+
+
+def test_agent_write_needing_approval_waits_for_a_person(h: Harness) -> None:
+    agent = h.agent("hermes")
+    head = h.head()
+    events: list[dict] = []
+    h.service.events.subscribe(events.append)
+    resp = propose_save(h, agent)
+    session = resp["result"]
+    assert session["schema"] == "mnote.page_ai_review_session.v1"
+    assert session["state"] == "awaiting_user" and resp["audit"]["effect"] == "none"
+    assert h.head() == head and (h.root / "notes/plan.md").read_text() == PLAN
+    assert session["base"]["revision"] == h.ws.revision_of("notes/plan.md")
+    assert session["preview"]["changedBlocks"][0]["after"] == "Proposed."
+    assert "+Proposed." in session["preview"]["diff"]
+    assert session["actions"]["accept"]["allowed"] is True
+    assert [e["state"] for e in events if e["type"] == "review"] == [
+        "planning",
+        "previewing",
+        "awaiting_user",
+    ]
+
+    accepted = h.write(
+        "mnote.review.accept", idempotencyKey="accept_1", args={"sessionId": session["sessionId"]}
+    )
+    assert accepted["ok"], accepted["error"]
+    assert accepted["result"]["state"] == "applied" and accepted["audit"]["effect"] == "write"
+    assert (h.root / "notes/plan.md").read_text().endswith("Proposed.\n")
+    trailers = h.git(
+        "log",
+        "-1",
+        "--format=%an|%(trailers:key=Mnote-Review-Session,valueonly,separator=)|"
+        "%(trailers:key=Mnote-Accepted-By,valueonly,separator=)|%(trailers:key=Mnote-Tool-Call-Id,valueonly,separator=)|"
+        "%(trailers:key=Mnote-Tool,valueonly,separator=)",
+    ).strip()
+    assert (
+        trailers == f"hermes|{session['sessionId']}|owner|{session['toolCallId']}|mnote.page.save"
+    )
+    assert h.git("rev-list", "--count", f"{head}..HEAD").strip() == "1"
+    again = h.write(
+        "mnote.review.accept", idempotencyKey="accept_1", args={"sessionId": session["sessionId"]}
+    )
+    assert again["ok"] and again["audit"]["replayed"] is True
+    assert h.git("rev-list", "--count", f"{head}..HEAD").strip() == "1"
+    other = h.write("mnote.review.accept", args={"sessionId": session["sessionId"]})
+    assert other["error"]["code"] == "mnote_review_invalid_transition"
+
+
+def test_accept_after_the_page_changed_goes_stale_then_retry(h: Harness) -> None:
+    agent = h.agent("hermes")
+    session = propose_save(h, agent)["result"]
+    h.write_file("notes/plan.md", PLAN.replace("Budget risk is high.", "Budget risk is low."))
+    head = h.head()
+    resp = h.write("mnote.review.accept", args={"sessionId": session["sessionId"]})
+    assert resp["ok"] and resp["result"]["state"] == "stale"
+    assert h.head() == head
+    same_call = h.write(
+        "mnote.review.retry",
+        agent,
+        toolCallId=session["toolCallId"],
+        args={"sessionId": session["sessionId"]},
+    )
+    assert same_call["error"]["code"] == "mnote_tool_invalid_arguments"
+    retried = h.write("mnote.review.retry", agent, args={"sessionId": session["sessionId"]})
+    assert retried["result"]["state"] == "awaiting_user"
+    assert retried["result"]["base"]["revision"] == head
+    done = h.write("mnote.review.accept", args={"sessionId": session["sessionId"]})
+    assert done["result"]["state"] == "applied"
+    text = (h.root / "notes/plan.md").read_text()
+    assert "Budget risk is low." in text and text.endswith("Proposed.\n")
+
+
+def test_reject_and_abort_never_write_and_transitions_are_checked(h: Harness) -> None:
+    agent = h.agent("hermes")
+    head = h.head()
+    first = propose_save(h, agent)["result"]
+    dry = h.write("mnote.review.reject", dryRun=True, args={"sessionId": first["sessionId"]})
+    assert dry["result"]["nextState"] == "rejected"
+    assert (
+        h.call("mnote.review.get", args={"sessionId": first["sessionId"]})["result"]["state"]
+        == "awaiting_user"
+    )
+    rejected = h.write(
+        "mnote.review.reject", args={"sessionId": first["sessionId"], "reason": "not now"}
+    )
+    assert rejected["result"]["state"] == "rejected"
+    second = propose_save(h, agent, "Another.")["result"]
+    by_agent = h.write("mnote.review.accept", agent, args={"sessionId": second["sessionId"]})
+    assert by_agent["error"]["code"] == "mnote_tool_permission_denied"
+    aborted = h.write("mnote.review.abort", agent, args={"sessionId": second["sessionId"]})
+    assert aborted["result"]["state"] == "aborted"
+    for sid in (first["sessionId"], second["sessionId"]):
+        late = h.write("mnote.review.accept", args={"sessionId": sid})
+        assert late["error"]["code"] == "mnote_review_invalid_transition"
+        assert late["error"]["details"]["allowed"] == []
+    assert h.head() == head and (h.root / "notes/plan.md").read_text() == PLAN
+
+
+def test_sessions_survive_a_restart_and_are_never_applied_by_it(h: Harness) -> None:
+    agent = h.agent("hermes")
+    session = propose_save(h, agent)["result"]
+    head = h.head()
+    h.reopen()
+    got = h.call("mnote.review.get", args={"sessionId": session["sessionId"]})["result"]
+    assert got["state"] == "awaiting_user" and h.head() == head
+    listed = h.call("mnote.review.list", args={"states": ["awaiting_user"]})["result"]["sessions"]
+    assert [s["sessionId"] for s in listed] == [session["sessionId"]]
+
+
+def test_plan_update_blocked_outside_the_selection(h: Harness) -> None:
+    agent = h.agent("hermes")
+    doc = h.doc("notes/plan.md")
+    blocks = h.call("mnote.page.get", documentId=doc)["result"]["blocks"]
+    para = next(b["id"] for b in blocks if b["text"].startswith("Ship"))
+    resp = h.write(
+        "mnote.doc.plan_update",
+        agent,
+        documentId=doc,
+        args={
+            "operations": [{"search": "high", "replace": "low"}],
+            "allowedTargetBlockIds": [para],
+        },
+    )
+    session = resp["result"]
+    assert (
+        session["preview"]["blocked"] is True and session["actions"]["accept"]["allowed"] is False
+    )
+    refused = h.write("mnote.review.accept", args={"sessionId": session["sessionId"]})
+    assert refused["error"]["code"] == "mnote_block_target_out_of_scope"
+    ok = h.write(
+        "mnote.doc.plan_update",
+        agent,
+        documentId=doc,
+        args={
+            "operations": [{"search": "Monday", "replace": "Friday"}],
+            "allowedTargetBlockIds": [para],
+        },
+    )
+    assert ok["result"]["preview"]["blocked"] is False
+    assert ok["result"]["proposal"]["operations"] == [
+        {"op": "replace", "search": "Monday", "replace": "Friday"}
+    ]
+    accepted = h.write("mnote.review.accept", args={"sessionId": ok["result"]["sessionId"]})
+    assert accepted["result"]["state"] == "applied"
+    assert "Friday" in (h.root / "notes/plan.md").read_text()
+
+
+def test_plan_update_full_content_and_block_ops(h: Harness) -> None:
+    doc = h.doc("notes/plan.md")
+    full = h.write(
+        "mnote.doc.plan_update", documentId=doc, args={"fullContent": "# New\n\nAll new.\n"}
+    )
+    assert full["result"]["source"]["toolName"] == "mnote.page.save"
+    assert full["result"]["preview"]["risk"] == "high"
+    ops = h.write(
+        "mnote.doc.plan_update",
+        documentId=doc,
+        args={"blockOps": [{"command": "insert_block_after", "block": "First."}]},
+    )
+    assert ops["result"]["source"]["toolName"] == "mnote.doc.apply_block_ops"
+    both = h.write(
+        "mnote.doc.plan_update",
+        documentId=doc,
+        args={"fullContent": "x", "operations": [{"search": "Monday", "replace": "x"}]},
+    )
+    assert both["error"]["code"] == "mnote_tool_invalid_arguments"
+
+
+def test_yolo_records_a_review_compatible_session_for_every_write(h: Harness) -> None:
+    set_mode(h, "yolo")
+    agent = h.agent("hermes")
+    resp = propose_save(h, agent)
+    assert resp["audit"]["effect"] == "write"
+    sessions = h.call("mnote.review.list", documentId="notes/plan.md")["result"]["sessions"]
+    assert sessions[0]["state"] == "applied" and sessions[0]["toolCallId"] == resp["toolCallId"]
+
+
+def test_required_mode_holds_every_agent_write_but_not_the_owners(h: Harness) -> None:
+    set_mode(h, "required")
+    agent = h.agent("hermes")
+    doc = h.doc("notes/plan.md")
+    resp = h.write(
+        "mnote.doc.markdown_edit",
+        agent,
+        documentId=doc,
+        args={"operations": [{"search": "Monday", "replace": "Friday"}]},
+    )
+    assert resp["result"]["state"] == "awaiting_user"
+    owner = h.write(
+        "mnote.doc.markdown_edit",
+        documentId=doc,
+        args={"operations": [{"search": "Monday", "replace": "Sunday"}]},
+    )
+    assert owner["audit"]["effect"] == "write"
+
+
+def test_context_is_frozen_for_its_run(h: Harness) -> None:
+    doc = h.doc("notes/plan.md")
+    blocks = h.call("mnote.page.get", documentId=doc)["result"]["blocks"]
+    first, second = blocks[1]["id"], blocks[-1]["id"]
+    ctx = h.call(
+        "mnote.page_ai.context",
+        documentId=doc,
+        runId="run_ctx",
+        args={"scope": "selection", "blockIds": [first]},
+    )["result"]
+    assert ctx["schema"] == "mnote.page_ai_context.v1"
+    assert ctx["allowedTargetBlockIds"] == [first] and ctx["selectedBlockIds"] == [first]
+    assert ctx["pageXml"].startswith("<page ") and ctx["pageText"]
+    assert ctx["blocks"][0]["revisionRef"] == f"body:{ctx['revision']}:{first}"
+    later = h.call(
+        "mnote.page_ai.context",
+        documentId=doc,
+        runId="run_ctx",
+        args={"scope": "selection", "blockIds": [second]},
+    )["result"]
+    assert later["allowedTargetBlockIds"] == [first] and later["frozen"] is True
+    other_run = h.call(
+        "mnote.page_ai.context",
+        documentId=doc,
+        runId="run_other",
+        args={"scope": "selection", "blockIds": [second]},
+    )["result"]
+    assert other_run["allowedTargetBlockIds"] == [second]
