@@ -125,6 +125,20 @@ def parser() -> argparse.ArgumentParser:
         cmd.add_argument("--props", type=_json_arg)
         cmd.add_argument("--dry-run", action="store_true")
 
+    review = sub.add_parser("review", help="review sessions").add_subparsers(
+        dest="review_cmd", required=True
+    )
+    rl = review.add_parser("list")
+    rl.add_argument("--doc")
+    rl.add_argument("--state", action="append", default=[])
+    for name in ("show", "accept", "reject", "retry", "abort"):
+        r = review.add_parser(name)
+        r.add_argument("session_id")
+        if name != "show":
+            r.add_argument("--dry-run", action="store_true")
+        if name == "reject":
+            r.add_argument("--reason")
+
     log = sub.add_parser("log", help="history with command and trace ids")
     log.add_argument("page", nargs="?")
     log.add_argument("--limit", type=int, default=20)
@@ -218,6 +232,16 @@ def tool_call(args: argparse.Namespace) -> tuple[str, str | None, dict[str, Any]
         return "mnote.doc.apply_block_ops", args.doc, {"operations": [_block_args(args)]}, dry
     if args.cmd == "log":
         return "mnote.doc.history", args.page, {"limit": args.limit}, False
+    if args.cmd == "review":
+        if args.review_cmd == "list":
+            listing: dict[str, Any] = {"states": args.state} if args.state else {}
+            return "mnote.review.list", args.doc, listing, False
+        if args.review_cmd == "show":
+            return "mnote.review.get", None, {"sessionId": args.session_id}, False
+        decision: dict[str, Any] = {"sessionId": args.session_id}
+        if args.review_cmd == "reject" and args.reason:
+            decision["reason"] = args.reason
+        return f"mnote.review.{args.review_cmd}", None, decision, dry
     sub = args.page_cmd
     if sub == "get":
         return "mnote.page.get", args.doc, {}, False

@@ -38,6 +38,14 @@ def print_response(response: dict[str, Any], color: bool = False) -> None:
     result = response.get("result") or {}
     audit = response.get("audit") or {}
     tool = response.get("toolName", "")
+    if result.get("schema") == "mnote.page_ai_review_session.v1":
+        print_session(result, color)
+        return
+    if tool == "mnote.review.list":
+        for item in result.get("sessions", []):
+            source = (item.get("source") or {}).get("toolName", "")
+            print(f"{item['sessionId']}  {item['state']:<13} {source:<26} {item.get('path') or ''}")
+        return
     if "commandName" in result:
         state = "dry run" if result.get("dryRun") else audit.get("effect", "")
         print(f"{result['commandName']} ({state}) {result.get('path', '')}")
@@ -89,3 +97,56 @@ def print_tools(manifest: dict[str, Any]) -> None:
         )
         kind = "read " if t["annotations"]["readonly"] else "write"
         print(f"{t['name']:<{width}}  {kind}  {t['description'][:70]}{enabled}")
+
+
+def print_session(session: dict[str, Any], color: bool) -> None:
+    """A review session: what it proposes, the blocks before and after, the diff."""
+    state = session["state"] + (
+        f" (dry run: would become {session['nextState']})" if session.get("nextState") else ""
+    )
+    print(f"{session['sessionId']}  {state}")
+    source = session.get("source") or {}
+    print(
+        f"  proposed by {session.get('audit', {}).get('createdBy')} with {source.get('toolName')}"
+        f" on {session.get('path') or session.get('documentId')}"
+    )
+    base = session.get("base") or {}
+    if base.get("revision"):
+        print(f"  base revision {base['revision']}")
+    preview = session.get("preview") or {}
+    if preview:
+        flags = [f"risk {preview.get('risk', '?')}"] + (
+            ["BLOCKED"] if preview.get("blocked") else []
+        )
+        print(f"  {', '.join(flags)}")
+        for warning in preview.get("warnings", []):
+            print(f"  warning: {warning}")
+        for block in preview.get("changedBlocks", []):
+            print(f"  [{block['op']}] {block['blockId']}")
+            if "before" in block:
+                print(
+                    colour_diff(
+                        "\n".join("-    " + ln for ln in block["before"].splitlines()), color
+                    )
+                )
+            if "after" in block:
+                print(
+                    colour_diff(
+                        "\n".join("+    " + ln for ln in block["after"].splitlines()), color
+                    )
+                )
+        if preview.get("diff"):
+            print(colour_diff(preview["diff"].rstrip("\n"), color))
+    applied = session.get("applied")
+    if applied:
+        print(f"  applied as {applied.get('commit')} ({applied.get('commandId')})")
+    if session.get("error"):
+        print(f"  error: {session['error'].get('message')}")
+    actions = session.get("actions") or {}
+    allowed = [
+        name
+        for name, value in actions.items()
+        if (value.get("allowed") if isinstance(value, dict) else value)
+    ]
+    if allowed:
+        print(f"  next: mnote review {'|'.join(allowed)} {session['sessionId']}")

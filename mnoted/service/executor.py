@@ -36,6 +36,7 @@ from mnoted.service.actors import Actor
 from mnoted.service.events import EventBus
 from mnoted.service.pages import LoadedPage, PageCache
 from mnoted.store import Change, CommandMeta, DocRef, Workspace, Write
+from mnoted.store.reviews import ReviewStore
 
 
 @dataclass
@@ -133,6 +134,7 @@ class Service:
         self.pages = PageCache()
         self.events = EventBus()
         self.clock = clock
+        self.review_stores: dict[str, ReviewStore] = {}  # by workspace id; see service.review
 
     def add(self, ws: Workspace) -> None:
         self.workspaces[ws.workspace_id] = ws

@@ -63,23 +63,20 @@ TRANSITIONS: dict[str, frozenset[str]] = {
 PENDING = ("draft", "planning", "previewing", "awaiting_user", "accepted", "applying")
 
 
-def _stores(service: Service) -> dict[str, ReviewStore]:
-    stores: dict[str, ReviewStore] | None = getattr(service, "_review_stores", None)
-    if stores is None:
-        stores = {}
-        service._review_stores = stores  # type: ignore[attr-defined]
-    return stores
-
-
 def store_of(service: Service, ws: Workspace) -> ReviewStore:
     """The workspace's review store (opened on the workspace's own thread, once)."""
-    stores = _stores(service)
-    store = stores.get(ws.workspace_id)
+    store = service.review_stores.get(ws.workspace_id)
     if store is None:
         store = ReviewStore(ws.state_dir)
-        stores[ws.workspace_id] = store
+        service.review_stores[ws.workspace_id] = store
         _recover(service, ws, store)
     return store
+
+
+def close_store(service: Service, ws: Workspace) -> None:
+    store = service.review_stores.pop(ws.workspace_id, None)
+    if store is not None:
+        store.close()
 
 
 def _recover(service: Service, ws: Workspace, store: ReviewStore) -> None:

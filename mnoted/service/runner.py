@@ -25,6 +25,7 @@ from mnoted.errors import MnoteError, NotFound
 from mnoted.service.actors import Actor
 from mnoted.service.executor import Service
 from mnoted.service.file_tools import GRANTS, GRANTS_BY_PATH, grant_meta
+from mnoted.service.review import close_store
 from mnoted.store import Maintainer, Workspace
 from mnoted.sync import (
     ChangeKind,
@@ -154,6 +155,7 @@ class WorkspaceRunner:
         if self._maintainer is not None:
             self._maintainer.stop()
         if self.ws is not None:
+            close_store(self.service, self.ws)
             try:
                 self.ws.idle()
             except MnoteError as exc:

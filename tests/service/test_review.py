@@ -244,3 +244,31 @@ def test_context_is_frozen_for_its_run(h: Harness) -> None:
         args={"scope": "selection", "blockIds": [second]},
     )["result"]
     assert other_run["allowedTargetBlockIds"] == [second]
+
+
+def test_a_session_caught_mid_apply_is_settled_by_git_at_restart(h: Harness) -> None:
+    from mnoted.service.review import store_of
+
+    agent = h.agent("hermes")
+    landed = propose_save(h, agent, "Landed.")["result"]
+    lost = propose_save(h, agent, "Lost.")["result"]
+    accepted = h.write("mnote.review.accept", args={"sessionId": landed["sessionId"]})["result"]
+    store = store_of(h.service, h.ws)
+    # As if the daemon died after committing (first) or before committing (second).
+    stuck_landed = {**accepted, "state": "applying"}
+    stuck_lost = {
+        **store.get(lost["sessionId"]),
+        "state": "applying",
+        "pendingCommandId": "never_committed",
+    }
+    store.put(stuck_landed, 0.0)
+    store.put(stuck_lost, 0.0)
+    head = h.head()
+    h.reopen()
+    assert (
+        h.call("mnote.review.get", args={"sessionId": landed["sessionId"]})["result"]["state"]
+        == "applied"
+    )
+    failed = h.call("mnote.review.get", args={"sessionId": lost["sessionId"]})["result"]
+    assert failed["state"] == "failed" and failed["error"]["code"] == "mnote_review_interrupted"
+    assert h.head() == head and "Lost." not in (h.root / "notes/plan.md").read_text()
