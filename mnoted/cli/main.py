@@ -18,7 +18,7 @@ from typing import Any
 
 from mnoted.cli.client import Client, Unreachable
 from mnoted.cli.output import print_response, print_tools
-from mnoted.core.commands import BLOCK_COMMANDS
+from mnoted.core.names import BLOCK_COMMANDS
 from mnoted.errors import MnoteError
 
 EXIT_OK, EXIT_TOOL, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3

@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from mnoted.core.names import BLOCK_COMMANDS
 
 # -- shared argument pieces -----------------------------------------------------
 
@@ -63,16 +65,14 @@ class BlockOp(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    command: Literal[
-        "insert_block_after",
-        "replace_block",
-        "delete_block",
-        "move_block",
-        "set_block_type",
-        "indent_block",
-        "outdent_block",
-        "toggle_heading_collapse",
-    ]
+    @field_validator("command")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        if value not in BLOCK_COMMANDS:
+            raise ValueError(f"unknown block command {value!r}; one of {', '.join(BLOCK_COMMANDS)}")
+        return value
+
+    command: str = Field(json_schema_extra={"enum": list(BLOCK_COMMANDS)})
     block_id: str | None = None
     after_block_id: str | None = None
     target_parent_id: str | None = None

@@ -2,50 +2,44 @@
 
 Everything here takes values and returns values: no files, no clock, no
 randomness, no other mnoted layer. The store and the service feed it bytes.
+Names load on first use, so a light client importing ``mnoted.core.names`` does not
+pull in the parser.
 """
 
-from mnoted.core.blocks import Block
-from mnoted.core.commands import (
-    BLOCK_COMMANDS,
-    EditResult,
-    apply_block_command,
-    delete_block,
-    indent_block,
-    insert_block_after,
-    move_block,
-    outdent_block,
-    replace_block,
-    save,
-    set_block_type,
-    toggle_heading_collapse,
-    update_options,
-    update_title,
-)
-from mnoted.core.markdown_edit import markdown_edit
-from mnoted.core.page import PAGE_OPTIONS, Page, parse_page
-from mnoted.core.source import Source
-from mnoted.core.views import build_context
+from __future__ import annotations
 
-__all__ = [
-    "BLOCK_COMMANDS",
-    "PAGE_OPTIONS",
-    "Block",
-    "EditResult",
-    "Page",
-    "Source",
-    "apply_block_command",
-    "build_context",
-    "delete_block",
-    "indent_block",
-    "insert_block_after",
-    "markdown_edit",
-    "move_block",
-    "outdent_block",
-    "parse_page",
-    "replace_block",
-    "save",
-    "set_block_type",
-    "toggle_heading_collapse",
-    "update_options",
-    "update_title",
-]
+import importlib
+from typing import Any
+
+_WHERE = {
+    "Block": "blocks",
+    "BLOCK_COMMANDS": "names",
+    "EditResult": "commands",
+    "apply_block_command": "commands",
+    "delete_block": "commands",
+    "indent_block": "commands",
+    "insert_block_after": "commands",
+    "move_block": "commands",
+    "outdent_block": "commands",
+    "replace_block": "commands",
+    "save": "commands",
+    "set_block_type": "commands",
+    "toggle_heading_collapse": "commands",
+    "update_options": "commands",
+    "update_title": "commands",
+    "markdown_edit": "markdown_edit",
+    "PAGE_OPTIONS": "page",
+    "Page": "page",
+    "parse_page": "page",
+    "Source": "source",
+    "build_context": "views",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mnoted.core' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"mnoted.core.{module}"), name)

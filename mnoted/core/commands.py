@@ -15,23 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mnoted.core import frontmatter as fm
-from mnoted.core.blocks import ITEM_TYPES, Block
+from mnoted.core.blocks import BLOCK_TYPES, ITEM_TYPES, Block
+from mnoted.core.names import BLOCK_COMMANDS
 from mnoted.core.page import COLLAPSED_KEY, PAGE_OPTIONS, Page, parse_page, reparse_splice
 from mnoted.core.parse import add_prefix, strip_prefix
 from mnoted.core.render import item_marker, render, spec_type
 from mnoted.core.source import Source
 from mnoted.errors import InvalidArguments, InvalidTreeOperation, UnsupportedOption
 
-BLOCK_COMMANDS = (
-    "insert_block_after",
-    "replace_block",
-    "delete_block",
-    "move_block",
-    "set_block_type",
-    "indent_block",
-    "outdent_block",
-    "toggle_heading_collapse",
-)
 _BULLETS = ("-", "*", "+")
 
 
@@ -142,7 +133,7 @@ def _splice_block(
         first = start + before
         forced = {(first, new_type): ident} if ident and new_type else None
         new_page = _splice(page, start, end, placed, forced)
-        block = _block_at(new_page, first, [new_type] if new_type else _ANY)
+        block = _block_at(new_page, first, [new_type] if new_type else BLOCK_TYPES)
         if block is None or (ident and block.id != ident):
             continue
         if _others_unchanged(page, new_page, replaced):
@@ -191,23 +182,6 @@ def _parents(tops: Sequence[Block]) -> dict[str, str | None]:
     for top in tops:
         visit(top, None)
     return out
-
-
-_ANY = (
-    "heading",
-    "paragraph",
-    "list",
-    "list_item",
-    "task_item",
-    "code",
-    "quote",
-    "callout",
-    "table",
-    "thematic_break",
-    "html",
-    "math",
-    "definition",
-)
 
 
 def _blank(page: Page, line: int, prefix: str) -> bool:

@@ -169,6 +169,32 @@ def _preview(plan: WritePlan, blocked: bool, warnings: list[str]) -> dict[str, A
     }
 
 
+def _base(loaded: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """What a preview was made on: the page's revision and conflict key, and the selection."""
+    return {
+        "revision": loaded.revision,
+        "conflictDetectionKey": conflict_key(loaded.page, loaded.revision),
+        "allowedTargetBlockIds": args.get("allowedTargetBlockIds"),
+    }
+
+
+def _full_preview(
+    tool: str, plan: WritePlan | None, blocked: bool, warnings: list[str]
+) -> dict[str, Any]:
+    if plan is not None:
+        preview = _preview(plan, blocked, warnings)
+    else:
+        preview = {
+            "dryRun": True,
+            "changedBlocks": [],
+            "diff": "",
+            "warnings": warnings,
+            "blocked": blocked,
+        }
+    preview["risk"] = _risk(tool, preview)
+    return preview
+
+
 def _new_session(
     call: Call, tool: str, args: dict[str, Any], proposal: dict[str, Any]
 ) -> dict[str, Any]:
@@ -250,37 +276,14 @@ def propose(
             _set(service, ws, store, session, "failed")
             return session
     _set(service, ws, store, session, "previewing")
-    if plan is not None and plan.loaded is not None:
-        loaded = plan.loaded
-        session["documentId"] = loaded.doc.document_id
-        session["path"] = loaded.path
-        session["base"] = {
-            "revision": loaded.revision,
-            "conflictDetectionKey": conflict_key(loaded.page, loaded.revision),
-            "allowedTargetBlockIds": args.get("allowedTargetBlockIds"),
-        }
-    elif call.request.documentId:
+    loaded = plan.loaded if plan is not None and plan.loaded is not None else None
+    if loaded is None and call.request.documentId:
         loaded = call.load()
+    if loaded is not None:
         session["documentId"] = loaded.doc.document_id
         session["path"] = loaded.path
-        session["base"] = {
-            "revision": loaded.revision,
-            "conflictDetectionKey": conflict_key(loaded.page, loaded.revision),
-            "allowedTargetBlockIds": args.get("allowedTargetBlockIds"),
-        }
-    preview = (
-        _preview(plan, blocked, warnings)
-        if plan is not None
-        else {
-            "dryRun": True,
-            "changedBlocks": [],
-            "diff": "",
-            "warnings": warnings,
-            "blocked": blocked,
-        }
-    )
-    preview["risk"] = _risk(tool, preview)
-    session["preview"] = preview
+        session["base"] = _base(loaded, args)
+    session["preview"] = _full_preview(tool, plan, blocked, warnings)
     _set(service, ws, store, session, "awaiting_user")
     return session
 
@@ -294,15 +297,9 @@ def record_applied(call: Call, plan: WritePlan, commit: str, command_id: str) ->
     session["documentId"] = plan.document.document_id if plan.document else None
     session["path"] = plan.loaded.path if plan.loaded else None
     if plan.loaded is not None:
-        session["base"] = {
-            "revision": plan.loaded.revision,
-            "conflictDetectionKey": conflict_key(plan.loaded.page, plan.loaded.revision),
-        }
+        session["base"] = _base(plan.loaded, args)
     if plan.edit is not None:
-        session["preview"] = {
-            **_preview(plan, False, []),
-            "risk": _risk(call.spec.name, _preview(plan, False, [])),
-        }
+        session["preview"] = _full_preview(call.spec.name, plan, False, [])
     session["applied"] = {
         "commit": commit,
         "commandId": command_id,
@@ -453,24 +450,8 @@ def review_retry(call: Call) -> dict[str, Any]:
         _set(call.service, call.ws, store, session, "failed")
         return session
     if plan is not None and plan.loaded is not None:
-        session["base"] = {
-            "revision": plan.loaded.revision,
-            "conflictDetectionKey": conflict_key(plan.loaded.page, plan.loaded.revision),
-            "allowedTargetBlockIds": args.get("allowedTargetBlockIds"),
-        }
-    preview = (
-        _preview(plan, blocked, warnings)
-        if plan is not None
-        else {
-            "dryRun": True,
-            "changedBlocks": [],
-            "diff": "",
-            "warnings": warnings,
-            "blocked": blocked,
-        }
-    )
-    preview["risk"] = _risk(tool, preview)
-    session["preview"] = preview
+        session["base"] = _base(plan.loaded, args)
+    session["preview"] = _full_preview(tool, plan, blocked, warnings)
     session.pop("error", None)
     _set(call.service, call.ws, store, session, "awaiting_user")
     return session

@@ -84,3 +84,18 @@ def test_layers_import_only_downwards() -> None:
                 if parts[1] not in allowed:
                     offenders.append(f"{layer}/{path.name} imports {name}")
     assert offenders == []
+
+
+def test_agent_plugins_stay_light() -> None:
+    """The Hermes plugin and the CLI client load without the daemon's heavy dependencies."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, mnoted.integrations.hermes_plugin, mnoted.cli.client\n"
+        "heavy = [m for m in ('pygit2', 'aiohttp', 'watchdog', 'markdown_it', 'mdit_py_plugins')"
+        " if m in sys.modules]\n"
+        "print(','.join(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
