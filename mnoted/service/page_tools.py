@@ -9,7 +9,7 @@ from mnoted.core.page import parse_page
 from mnoted.errors import InvalidArguments
 from mnoted.service.artifacts import artifacts_of
 from mnoted.service.executor import Call, WritePlan, handles, page_write
-from mnoted.store import Delete, Move, Write, normalize
+from mnoted.store import Delete, Move, Write, check_new_name
 
 SUMMARY_CHARS = 280
 
@@ -92,7 +92,7 @@ def page_update_options(call: Call) -> WritePlan:
 
 
 def _new_path(raw: str) -> str:
-    path = normalize(raw)
+    path = check_new_name(raw)
     if not path.lower().endswith(".md"):
         raise InvalidArguments(f"{raw!r} is not a Markdown path", hint="Page paths end in .md.")
     return path

@@ -20,7 +20,7 @@ from mnoted.store.model import (
     Move,
     Write,
 )
-from mnoted.store.paths import TEMP_PREFIX, is_internal, normalize
+from mnoted.store.paths import TEMP_PREFIX, check_new_name, is_internal, normalize
 from mnoted.store.template import template_files
 from mnoted.store.workspace import Workspace
 
@@ -43,6 +43,7 @@ __all__ = [
     "Workspace",
     "WorkspaceConfig",
     "Write",
+    "check_new_name",
     "is_internal",
     "normalize",
     "template_files",

@@ -54,6 +54,34 @@ def normalize(path: str, *, config_ok: bool = False) -> str:
     return "/".join(parts)
 
 
+_BIDI_AND_INVISIBLE = frozenset(
+    "\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\ufeff"
+)
+_ENCODED = ("%2e", "%2f", "%5c")
+NAME_MAX = 255
+
+
+def check_new_name(path: str) -> str:
+    """:func:`normalize`, and stricter for names an agent gives to a new or moved page.
+
+    Files people already have are committed whatever their names; a name a tool is asked
+    to create must also be one a person can read and type: no control or bidirectional
+    formatting characters, no ``~`` or drive-letter component, no percent-encoded dots or
+    slashes, no component over 255 bytes.
+    """
+    rel = normalize(path)
+    for i, part in enumerate(rel.split("/")):
+        if any(ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 or ch in _BIDI_AND_INVISIBLE for ch in part):
+            raise PathRejected(f"path {path!r} has control or bidi characters", path=path)
+        if part.startswith("~") or (i == 0 and len(part) == 2 and part[1] == ":"):
+            raise PathRejected(f"path {path!r} looks like a home folder or a drive", path=path)
+        if any(code in part.lower() for code in _ENCODED):
+            raise PathRejected(f"path {path!r} has percent-encoded dots or slashes", path=path)
+        if len(part.encode("utf-8", "surrogateescape")) > NAME_MAX:
+            raise PathRejected(f"a component of {path!r} is over {NAME_MAX} bytes", path=path)
+    return rel
+
+
 def resolve(root: Path, path: str, *, config_ok: bool = False) -> Path:
     """The on-disk location of workspace path ``path`` under ``root`` (an absolute real path).
 

@@ -31,6 +31,7 @@ def test_public_api_is_pinned() -> None:
             "Workspace",
             "WorkspaceConfig",
             "Write",
+            "check_new_name",
             "is_internal",
             "normalize",
             "template_files",
