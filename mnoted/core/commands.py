@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from mnoted.core import frontmatter as fm
@@ -40,7 +41,7 @@ class EditResult:
     def changed(self) -> bool:
         return self.page.source != self.before.source
 
-    @property
+    @cached_property
     def diff(self) -> str:
         return unified_diff(self.before, self.page)
 
@@ -53,16 +54,85 @@ class EditResult:
         }
 
 
-def unified_diff(before: Page, after: Page) -> str:
-    name = before.name or "page.md"
-    lines = difflib.unified_diff(
-        before.source.normalized.splitlines(keepends=True),
-        after.source.normalized.splitlines(keepends=True),
-        fromfile=f"a/{name}",
-        tofile=f"b/{name}",
+def _diff_lines(page: Page) -> list[str]:
+    src = page.source
+    return [ln + "\n" if end else ln for ln, end in zip(src.lines, src.ends, strict=True)]
+
+
+def _opcodes(a: list[str], b: list[str]) -> list[tuple[str, int, int, int, int]]:
+    """difflib's opcodes for ``a`` → ``b``, matching only the part between the common
+    head and tail (a one-line edit of a 1 MB page compares lines, no sequence match)."""
+    n = min(len(a), len(b))
+    head = 0
+    while head < n and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < n - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    ops: list[tuple[str, int, int, int, int]] = [("equal", 0, head, 0, head)] if head else []
+    matcher = difflib.SequenceMatcher(
+        None, a[head : len(a) - tail], b[head : len(b) - tail], autojunk=False
     )
+    ops += [
+        (tag, i1 + head, i2 + head, j1 + head, j2 + head)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes()
+    ]
+    if tail:
+        ops.append(("equal", len(a) - tail, len(a), len(b) - tail, len(b)))
+    return ops
+
+
+def _groups(
+    ops: list[tuple[str, int, int, int, int]], n: int
+) -> list[list[tuple[str, int, int, int, int]]]:
+    """Hunks of ``ops`` with ``n`` lines of context (difflib's own grouping rule)."""
+    ops = [op for op in ops if op[1] != op[2] or op[3] != op[4]]
+    if not ops or all(op[0] == "equal" for op in ops):
+        return []
+    if ops[0][0] == "equal":
+        tag, i1, i2, j1, j2 = ops[0]
+        ops[0] = (tag, max(i1, i2 - n), i2, max(j1, j2 - n), j2)
+    if ops[-1][0] == "equal":
+        tag, i1, i2, j1, j2 = ops[-1]
+        ops[-1] = (tag, i1, min(i2, i1 + n), j1, min(j2, j1 + n))
+    groups: list[list[tuple[str, int, int, int, int]]] = []
+    group: list[tuple[str, int, int, int, int]] = []
+    for tag, i1, i2, j1, j2 in ops:
+        if tag == "equal" and i2 - i1 > 2 * n:
+            group.append((tag, i1, min(i2, i1 + n), j1, min(j2, j1 + n)))
+            groups.append(group)
+            group = []
+            i1, j1 = max(i1, i2 - n), max(j1, j2 - n)
+        group.append((tag, i1, i2, j1, j2))
+    if group and not (len(group) == 1 and group[0][0] == "equal"):
+        groups.append(group)
+    return groups
+
+
+def _range(start: int, stop: int) -> str:
+    length = stop - start
+    first = start + 1 if length else start
+    return str(first) if length == 1 else f"{first},{length}"
+
+
+def unified_diff(before: Page, after: Page, context: int = 3) -> str:
+    """The change as a unified diff of the file (LF endings), like ``diff -u``."""
+    a, b = _diff_lines(before), _diff_lines(after)
+    if a == b:
+        return ""
+    name = before.name or "page.md"
+    out = [f"--- a/{name}\n", f"+++ b/{name}\n"]
+    for group in _groups(_opcodes(a, b), context):
+        first, last = group[0], group[-1]
+        out.append(f"@@ -{_range(first[1], last[2])} +{_range(first[3], last[4])} @@\n")
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                out += [" " + ln for ln in a[i1:i2]]
+                continue
+            out += ["-" + ln for ln in a[i1:i2]]
+            out += ["+" + ln for ln in b[j1:j2]]
     return "".join(
-        ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines
+        ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in out
     )
 
 

@@ -62,11 +62,11 @@ class Source:
         counts = Counter(e for e in self.ends if e)
         return counts.most_common(1)[0][0] if counts else "\n"
 
-    @property
+    @cached_property
     def text(self) -> str:
         return "".join(line + end for line, end in zip(self.lines, self.ends, strict=True))
 
-    @property
+    @cached_property
     def normalized(self) -> str:
         """The text with every line ending written as LF (what the parser sees)."""
         return "".join(

@@ -81,14 +81,24 @@ class PageCache:
 
     def load(self, ws: Workspace, ref: str) -> LoadedPage:
         """The document ``ref`` (id or path) at HEAD, after committing any edit on disk."""
-        doc = ws.resolve(ref)
+        try:
+            doc = ws.resolve(ref)
+        except NotFound:
+            # A page saved in an editor a moment ago, not yet committed by the watcher.
+            if not ref.lower().endswith(".md") or ws.commit_external([ref]) is None:
+                raise
+            doc = ws.resolve(ref)
         ws.commit_external([doc.path])
         doc = ws.resolve(doc.document_id)
         blob = ws.blob_id(doc.path)
-        data = ws.read_head(doc.path)
-        if blob is None or data is None:
+        if blob is None:
             raise NotFound(f"no document {ref!r}", ref=ref)
-        page = self.page_for(ws, doc, blob, data)
+        page = self._pages.get((blob, doc.path))
+        if page is None:  # not parsed yet: read the blob (a cached page never re-reads it)
+            data = ws.read_blob(blob)
+            if data is None:
+                raise NotFound(f"no document {ref!r}", ref=ref)
+            page = self.page_for(ws, doc, blob, data)
         return LoadedPage(doc, page, blob, ws.revision_of(doc.path))
 
     def at_revision(self, ws: Workspace, doc: DocRef, revision: str) -> Page | None:

@@ -41,7 +41,7 @@ class ReviewStore:
         self.path = state_dir / REVIEWS_FILE
         self._db = sqlite3.connect(self.path, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute("PRAGMA synchronous=NORMAL")  # WAL: safe; sessions are not notes
         self._db.executescript(_SCHEMA)
 
     def close(self) -> None:

@@ -308,3 +308,29 @@ def test_dispatch_by_seed_names(page) -> None:
         "outdent_block",
         "toggle_heading_collapse",
     }
+
+
+@pytest.mark.skipif(__import__("shutil").which("patch") is None, reason="patch is not installed")
+def test_unified_diff_applies_with_patch(tmp_path) -> None:
+    import random
+    import subprocess
+
+    from mnoted.core.commands import unified_diff
+
+    rng = random.Random(7)
+    for _ in range(300):
+        a = [rng.choice(["x", "y", "", "- item", "# h"]) for _ in range(rng.randint(1, 25))]
+        b = list(a)
+        for _ in range(rng.randint(1, 3)):
+            k = rng.randrange(len(b) + 1)
+            if rng.random() < 0.5 and k < len(b):
+                b[k] = "changed"
+            else:
+                b.insert(k, "inserted")
+        ta, tb = "\n".join(a) + "\n", "\n".join(b) + ("\n" if rng.random() < 0.7 else "")
+        diff = unified_diff(parse_page(ta, "p.md"), parse_page(tb, "p.md"))
+        (tmp_path / "p.md").write_text(ta)
+        subprocess.run(
+            ["patch", "-s", "-p1", "-d", str(tmp_path)], input=diff, text=True, check=True
+        )
+        assert (tmp_path / "p.md").read_text() == tb

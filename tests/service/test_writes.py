@@ -335,3 +335,17 @@ def test_non_object_requests(h: Harness) -> None:
     for raw in ([], "x", 3, None):
         resp = h.service.call(raw, h.owner)  # type: ignore[arg-type]
         assert resp["error"]["code"] == "mnote_tool_invalid_arguments"
+
+
+def test_a_page_saved_a_moment_ago_is_found_before_the_watcher_commits_it(h: Harness) -> None:
+    (h.root / "notes" / "fresh.md").write_text("# Fresh\n\nJust saved.\n")
+    resp = h.call("mnote.page.get", documentId="notes/fresh.md")
+    assert resp["ok"] and resp["result"]["title"] == "Fresh"
+    assert (
+        h.git("log", "-1", "--format=%(trailers:key=Mnote-Actor,valueonly,separator=)").strip()
+        == "external"
+    )
+    assert (
+        h.call("mnote.page.get", documentId="notes/missing.md")["error"]["code"]
+        == "mnote_tool_not_found"
+    )

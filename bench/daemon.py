@@ -1,0 +1,283 @@
+"""The daemon end to end, over its socket, beside the floors it cannot beat.
+
+Figures are median and p99 in milliseconds, each next to a reference measured in the same
+run: the floors (one socket round trip, one atomic file write with fsync, one incremental
+commit with fsync), and `git add FILE && git commit` as subprocesses.
+
+    python bench/daemon.py [--sizes 100,10000] [--writes 100] [--agents 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from commit import GIT_ENV, build_repo
+from core import build_page
+
+from mnoted.cli.client import Client, Unreachable
+from mnoted.store import CommandMeta, Workspace, Write
+from mnoted.store.atomic import write_atomic
+
+
+def stats(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+    return statistics.median(ordered) * 1000, p99 * 1000
+
+
+def timed(fn: Callable[[], object], n: int) -> tuple[float, float]:
+    samples = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return stats(samples)
+
+
+def line(
+    label: str,
+    value: tuple[float, float],
+    ref: tuple[float, float] | None = None,
+    ref_label: str = "",
+) -> None:
+    text = f"  {label:<44} {value[0]:8.2f} ms (p99 {value[1]:8.2f})"
+    if ref is not None:
+        text += f"   {ref_label} {ref[0]:8.2f} ms  ratio {value[0] / ref[0]:6.2f}"
+    print(text)
+
+
+class Daemon:
+    def __init__(self, root: Path, base: Path, env: dict[str, str]) -> None:
+        self.sock = base / "b.sock"
+        self.env = env
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "mnoted.cli.main",
+                "daemon",
+                "--workspace",
+                str(root),
+                "--socket",
+                str(self.sock),
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        token_file = Path(env["XDG_CONFIG_HOME"]) / "mnoted" / "owner.token"
+        while True:
+            try:
+                self.token = token_file.read_text().strip()
+                if self.client().request("GET", "/v1/workspaces")[0] == 200:
+                    break
+            except (Unreachable, FileNotFoundError):
+                time.sleep(0.02)
+
+    def client(self) -> Client:
+        return Client(self.sock, token=getattr(self, "token", None))
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=60)
+
+
+def workspace(base: Path, size: int, env: dict[str, str]) -> Path:
+    root = base / f"ws{size}"
+    build_repo(root, size, env)
+    (root / "page.md").write_bytes(build_page(10_000))
+    (root / "big.md").write_bytes(build_page(1_000_000))
+    Workspace.init(root).close()
+    return root
+
+
+def edit_body(client: Client, i: int, doc: str = "page.md") -> dict:
+    # Alternate between two texts so the search always matches exactly once.
+    a, b = (
+        ("mnoted bench marker A", "mnoted bench marker B")
+        if i % 2 == 0
+        else ("mnoted bench marker B", "mnoted bench marker A")
+    )
+    return client.envelope(
+        "mnote.doc.markdown_edit", doc, {"operations": [{"search": a, "replace": b}]}
+    )
+
+
+def bench_floor(base: Path, env: dict[str, str], n: int) -> dict[str, tuple[float, float]]:
+    root = base / "floor"
+    build_repo(root, 100, env)
+    Workspace.init(root).close()
+    out = {"atomic": timed(lambda: write_atomic(root / "x.md", os.urandom(64)), n)}
+    ws = Workspace.open(root)
+    counter = iter(range(10**9))
+
+    def commit() -> None:
+        k = next(counter)
+        ws.apply(CommandMeta("bench.commit", actor="bench"), [Write("c.md", f"{k}\n".encode())])
+
+    out["commit"] = timed(commit, n)
+    ws.close()
+    return out
+
+
+def reads_per_second(daemon: Daemon, conns: int, seconds: float) -> float:
+    done = [0]
+    lock = threading.Lock()
+    stop = time.perf_counter() + seconds
+
+    def reader() -> None:
+        c = daemon.client()
+        body = c.envelope("mnote.page.get", "page.md")
+        while time.perf_counter() < stop:
+            c.request("POST", "/v1/tools/call", body)
+            with lock:
+                done[0] += 1
+
+    threads = [threading.Thread(target=reader) for _ in range(conns)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return done[0] / seconds
+
+
+def bench_size(
+    base: Path,
+    size: int,
+    env: dict[str, str],
+    writes: int,
+    floor: dict[str, tuple[float, float]],
+    agents: int,
+) -> None:
+    root = workspace(base, size, env)
+    with (root / "page.md").open("a") as fh:
+        fh.write("\nmnoted bench marker A\n")
+    daemon = Daemon(root, base, env)
+    try:
+        client = daemon.client()
+        rtt = timed(lambda: client.request("GET", "/v1/health"), writes)
+        print(f"workspace of {size:,} files")
+        line("socket round trip (GET /v1/health)", rtt)
+        line("floor: atomic write + fsync", floor["atomic"])
+        line("floor: incremental commit + fsync", floor["commit"])
+        counter = iter(range(10**9))
+
+        def write() -> None:
+            resp = client.request("POST", "/v1/tools/call", edit_body(client, next(counter)))[1]
+            assert resp.get("ok"), resp
+
+        w = timed(write, writes)
+        floor_sum = (rtt[0] + floor["atomic"][0] + floor["commit"][0], 0.0)
+        line("durable agent write (markdown_edit, 10 KB)", w, floor_sum, "floor sum")
+        git_samples = []
+        git_root = base / f"git{size}"  # a repository of its own: the daemon owns the other
+        build_repo(git_root, size, env)
+        for k in range(min(writes, 30)):
+            (git_root / "gitpage.md").write_text(f"edit {k}\n")
+            t0 = time.perf_counter()
+            subprocess.run(["git", "-C", str(git_root), "add", "gitpage.md"], env=env, check=True)
+            subprocess.run(
+                ["git", "-C", str(git_root), "commit", "-q", "-m", f"e{k}"], env=env, check=True
+            )
+            git_samples.append(time.perf_counter() - t0)
+        line("baseline: git add FILE && git commit", stats(git_samples), w, "mnoted")
+        client.request("POST", "/v1/tools/call", client.envelope("mnote.page.get", "page.md"))
+        get = timed(
+            lambda: client.request(
+                "POST", "/v1/tools/call", client.envelope("mnote.page.get", "page.md")
+            ),
+            writes,
+        )
+        line("read: mnote.page.get (cached 10 KB page)", get, rtt, "round trip")
+        fetch = timed(
+            lambda: client.request(
+                "POST", "/v1/tools/call", client.envelope("mnote.doc.fetch", "page.md")
+            ),
+            writes,
+        )
+        line("read: mnote.doc.fetch (cached 10 KB page)", fetch, rtt, "round trip")
+        for conns in (1, 8):
+            rate = reads_per_second(daemon, conns, 2.0)
+            print(f"  {'reads per second, ' + str(conns) + ' connection(s)':<44} {rate:8.0f}")
+        # Page size: one block edit on a 1 MB page against the same on a 10 KB page.
+        with (root / "big.md").open("a") as fh:
+            fh.write("\nmnoted bench marker A\n")
+        client.request("POST", "/v1/tools/call", client.envelope("mnote.page.get", "big.md"))
+        big_counter = iter(range(10**9))
+        big = timed(
+            lambda: client.request(
+                "POST", "/v1/tools/call", edit_body(client, next(big_counter), "big.md")
+            ),
+            max(10, writes // 5),
+        )
+        line("durable write on a 1 MB page", big, w, "10 KB page")
+        # Many agents writing distinct pages at once.
+        latencies: list[float] = []
+        failures = [0]
+        per_agent = max(5, writes // 10)
+        for k in range(agents):
+            (root / f"agents/a{k}.md").parent.mkdir(exist_ok=True)
+            (root / f"agents/a{k}.md").write_text("# Agent\n\nmnoted bench marker A\n")
+        client.request("POST", "/v1/tools/call", client.envelope("mnote.workspace.list", None))
+        time.sleep(1.0)
+
+        def agent(k: int) -> None:
+            c = daemon.client()
+            for i in range(per_agent):
+                t0 = time.perf_counter()
+                resp = c.request("POST", "/v1/tools/call", edit_body(c, i, f"agents/a{k}.md"))[1]
+                latencies.append(time.perf_counter() - t0)
+                if not resp.get("ok"):
+                    failures[0] += 1
+
+        t0 = time.perf_counter()
+        threads = [threading.Thread(target=agent, args=(k,)) for k in range(agents)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        elapsed = time.perf_counter() - t0
+        total = agents * per_agent
+        print(
+            f"  {f'{agents} agents, distinct pages: commits/s':<44} {total / elapsed:8.0f}"
+            f"   p99 {stats(latencies)[1]:8.2f} ms   failures {failures[0]}"
+        )
+    finally:
+        daemon.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", default="100,10000")
+    parser.add_argument("--writes", type=int, default=100)
+    parser.add_argument("--agents", type=int, default=32)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="mnd") as tmp:
+        base = Path(tmp)
+        env = {
+            **os.environ,
+            **GIT_ENV,
+            "HOME": str(base),
+            "XDG_CONFIG_HOME": str(base / "cfg"),
+            "XDG_RUNTIME_DIR": str(base / "run"),
+            "MNOTED_LOG": "warning",
+        }
+        floor = bench_floor(base, env, args.writes)
+        for size in (int(s) for s in args.sizes.split(",")):
+            bench_size(base, size, env, args.writes, floor, args.agents)
+
+
+if __name__ == "__main__":
+    main()
