@@ -30,8 +30,13 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check mnoted tests bench
 	$(BIN)/mypy
 
+# Every benchmark, each printing its figures beside a baseline measured in the same run.
 bench: $(STAMP)
 	$(BIN)/python bench/core.py
+	$(BIN)/python bench/commit.py
+	$(BIN)/python bench/watch.py --large
+	$(BIN)/python bench/startup.py
+	$(BIN)/python bench/daemon.py --sizes 100,10000,100000
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

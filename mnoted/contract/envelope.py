@@ -15,25 +15,28 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 Effect = Literal["read", "write", "dry_run", "none"]
 
-ENVELOPE_FIELDS = (
-    "toolName",
-    "workspaceId",
-    "documentId",
-    "path",
-    "actorId",
-    "actorType",
-    "sessionId",
-    "runId",
-    "toolCallId",
-    "traceId",
-    "requestId",
-    "idempotencyKey",
-    "dryRun",
-    "capabilityScope",
-    "baseRevision",
-    "reason",
-    "args",
+ENVELOPE_FIELDS = frozenset(
+    {
+        "toolName",
+        "workspaceId",
+        "documentId",
+        "path",
+        "actorId",
+        "actorType",
+        "sessionId",
+        "runId",
+        "toolCallId",
+        "traceId",
+        "requestId",
+        "idempotencyKey",
+        "dryRun",
+        "capabilityScope",
+        "baseRevision",
+        "reason",
+        "args",
+    }
 )
+"""Every field of the envelope; anything else in a flat call is a tool argument."""
 
 _Id = Field(default=None, min_length=1, max_length=256)
 

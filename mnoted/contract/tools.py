@@ -8,7 +8,7 @@ second list anywhere.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -306,8 +306,6 @@ class ToolSpec:
     annotations: Annotations
     command: str | None = None
     needs_document: bool = True
-    family: str = "page"
-    envelope_required: tuple[str, ...] = field(default=())
 
     @property
     def writes(self) -> bool:
@@ -321,7 +319,7 @@ class ToolSpec:
             base.insert(1, "documentId")
         if self.writes:
             base += ["idempotencyKey", "dryRun"]
-        return (*base, *self.envelope_required)
+        return tuple(base)
 
     @property
     def safe_name(self) -> str:
@@ -387,7 +385,6 @@ _SPECS: tuple[ToolSpec, ...] = (
         ("artifact.write",),
         _write(idempotent=True),
         command="artifact.summary.upsert",
-        family="artifact",
     ),
     ToolSpec(
         "mnote.artifact.create_ai_note",
@@ -397,7 +394,6 @@ _SPECS: tuple[ToolSpec, ...] = (
         ("artifact.write",),
         _write(),
         command="artifact.aiNote.create",
-        family="artifact",
     ),
     ToolSpec(
         "mnote.doc.fetch",
@@ -407,7 +403,6 @@ _SPECS: tuple[ToolSpec, ...] = (
         ContextResult,
         ("page.read",),
         READ,
-        family="doc",
     ),
     ToolSpec(
         "mnote.block.fetch",
@@ -416,7 +411,6 @@ _SPECS: tuple[ToolSpec, ...] = (
         ContextResult,
         ("page.read",),
         READ,
-        family="doc",
     ),
     ToolSpec(
         "mnote.doc.markdown_edit",
@@ -427,7 +421,6 @@ _SPECS: tuple[ToolSpec, ...] = (
         ("page.write",),
         _write(selectionEffect="preserve"),
         command="doc.markdownEdit",
-        family="doc",
     ),
     ToolSpec(
         "mnote.doc.apply_block_ops",
@@ -438,7 +431,6 @@ _SPECS: tuple[ToolSpec, ...] = (
         ("page.write",),
         _write(selectionEffect="destroy", requiresApproval=True, approvalMode="review"),
         command="doc.applyBlockOps",
-        family="doc",
     ),
     ToolSpec(
         "mnote.page.create",
@@ -476,7 +468,6 @@ _SPECS: tuple[ToolSpec, ...] = (
         ("page.read",),
         READ,
         needs_document=False,
-        family="workspace",
     ),
     ToolSpec(
         "mnote.doc.history",
@@ -485,7 +476,6 @@ _SPECS: tuple[ToolSpec, ...] = (
         HistoryResult,
         ("page.read",),
         READ,
-        family="doc",
     ),
     ToolSpec(
         "mnote.file.grant",
@@ -495,7 +485,6 @@ _SPECS: tuple[ToolSpec, ...] = (
         ("page.write",),
         _write(idempotent=True),
         command="file.grant",
-        family="file",
     ),
     ToolSpec(
         "mnote.file.release",
@@ -505,7 +494,6 @@ _SPECS: tuple[ToolSpec, ...] = (
         ("page.write",),
         _write(),
         command="file.release",
-        family="file",
     ),
 )
 
@@ -518,7 +506,6 @@ _REVIEW_SPECS: tuple[ToolSpec, ...] = (
         ContextResult,
         ("page.read",),
         READ,
-        family="review",
     ),
     ToolSpec(
         "mnote.doc.plan_update",
@@ -529,7 +516,6 @@ _REVIEW_SPECS: tuple[ToolSpec, ...] = (
         ("page.write",),
         _write(requiresApproval=True, approvalMode="required", selectionEffect="preserve"),
         command="review.propose",
-        family="review",
     ),
     ToolSpec(
         "mnote.page_ai.route",
@@ -539,7 +525,6 @@ _REVIEW_SPECS: tuple[ToolSpec, ...] = (
         RouteResult,
         ("page.read",),
         READ,
-        family="review",
     ),
     ToolSpec(
         "mnote.review.get",
@@ -549,7 +534,6 @@ _REVIEW_SPECS: tuple[ToolSpec, ...] = (
         ("page.read",),
         READ,
         needs_document=False,
-        family="review",
     ),
     ToolSpec(
         "mnote.review.list",
@@ -559,7 +543,6 @@ _REVIEW_SPECS: tuple[ToolSpec, ...] = (
         ("page.read",),
         READ,
         needs_document=False,
-        family="review",
     ),
     ToolSpec(
         "mnote.review.accept",
@@ -571,7 +554,6 @@ _REVIEW_SPECS: tuple[ToolSpec, ...] = (
         _write(idempotent=True),
         command="review.accept",
         needs_document=False,
-        family="review",
     ),
     ToolSpec(
         "mnote.review.reject",
@@ -582,7 +564,6 @@ _REVIEW_SPECS: tuple[ToolSpec, ...] = (
         _write(),
         command="review.reject",
         needs_document=False,
-        family="review",
     ),
     ToolSpec(
         "mnote.review.retry",
@@ -593,7 +574,6 @@ _REVIEW_SPECS: tuple[ToolSpec, ...] = (
         _write(),
         command="review.retry",
         needs_document=False,
-        family="review",
     ),
     ToolSpec(
         "mnote.review.abort",
@@ -604,7 +584,6 @@ _REVIEW_SPECS: tuple[ToolSpec, ...] = (
         _write(),
         command="review.abort",
         needs_document=False,
-        family="review",
     ),
 )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from mnoted.contract.envelope import ENVELOPE_FIELDS
 from mnoted.contract.manifest import input_schema
 from mnoted.contract.tools import ToolSpec
 
@@ -28,19 +29,6 @@ def split_arguments(
     spec: ToolSpec, arguments: dict[str, Any]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(envelope fields, tool arguments) of a flat argument object from an agent."""
-    envelope_keys = {
-        "workspaceId",
-        "documentId",
-        "path",
-        "sessionId",
-        "runId",
-        "toolCallId",
-        "traceId",
-        "idempotencyKey",
-        "dryRun",
-        "baseRevision",
-        "actorId",
-    }
-    envelope = {k: v for k, v in arguments.items() if k in envelope_keys}
-    args = {k: v for k, v in arguments.items() if k not in envelope_keys}
+    envelope = {k: v for k, v in arguments.items() if k in ENVELOPE_FIELDS and k != "args"}
+    args = {k: v for k, v in arguments.items() if k not in ENVELOPE_FIELDS}
     return envelope, args

@@ -65,7 +65,6 @@ class Call:
     ws: Workspace
     service: Service
     now: float
-    extra_trailers: dict[str, str] = field(default_factory=dict)
 
     def load(self, ref: str | None = None) -> LoadedPage:
         """The call's document (or ``ref``), checked against the caller's grants."""
