@@ -50,29 +50,45 @@ def artifact_text(kind: str, source: Any, title: str, body: str, extra: dict[str
     return text.encode("utf-8")
 
 
-def artifacts_of(call: Call, document_id: str) -> list[dict[str, Any]]:
-    """The artifacts whose source is ``document_id`` and which the caller may read."""
-    out = []
+# The reference edges of a workspace at one HEAD: source documentId -> its artifacts.
+_EDGES: dict[str, tuple[str | None, dict[str, list[dict[str, Any]]]]] = {}
+
+
+def _edges(call: Call) -> dict[str, list[dict[str, Any]]]:
+    """Every artifact of the workspace by source page, worked out once per HEAD."""
     ws = call.ws
+    cached = _EDGES.get(ws.workspace_id)
+    ws.refresh()
+    if cached is not None and cached[0] == ws.head:
+        return cached[1]
+    edges: dict[str, list[dict[str, Any]]] = {}
     for doc in ws.documents():
-        if not doc.path.startswith("ai/") or not call.actor.may_access(doc.path):
+        if not doc.path.startswith("ai/"):
             continue
         blob = ws.blob_id(doc.path)
-        data = ws.read_head(doc.path)
+        data = ws.read_blob(blob) if blob else None
         if blob is None or data is None:
             continue
         page: Page = call.service.pages.page_for(ws, doc, blob, data)
-        if page.meta.get("source") == document_id and page.meta.get(KIND_KEY):
-            out.append(
+        source = page.meta.get("source")
+        if isinstance(source, str) and page.meta.get(KIND_KEY):
+            edges.setdefault(source, []).append(
                 {
                     "documentId": doc.document_id,
                     "path": doc.path,
                     "kind": page.meta[KIND_KEY],
                     "title": page.title,
-                    "edge": {"type": "reference", "from": doc.document_id, "to": document_id},
+                    "edge": {"type": "reference", "from": doc.document_id, "to": source},
                 }
             )
-    return sorted(out, key=lambda a: (a["kind"], a["path"]))
+    _EDGES[ws.workspace_id] = (ws.head, edges)
+    return edges
+
+
+def artifacts_of(call: Call, document_id: str) -> list[dict[str, Any]]:
+    """The artifacts whose source is ``document_id`` and which the caller may read."""
+    found = [a for a in _edges(call).get(document_id, []) if call.actor.may_access(a["path"])]
+    return sorted(found, key=lambda a: (a["kind"], a["path"]))
 
 
 def _check_writable(call: Call, path: str) -> None:
