@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -87,6 +88,15 @@ class DaemonProcess:
             input=stdin,
             timeout=60,
         )
+
+    def agent_token(self, actor: str, *scopes: str) -> str:
+        """A token made the way a user makes one: `mnote grant create` (owner's CLI)."""
+        args = ["--json", "grant", "create", "--workspace", str(self.workspace), "--actor", actor]
+        for scope in scopes:
+            args += ["--scope", scope]
+        made = self.cli(*args)
+        assert made.returncode == 0, made.stderr
+        return str(json.loads(made.stdout)["token"])
 
     def stop(self) -> int:
         assert self.proc is not None

@@ -110,19 +110,7 @@ def test_garbage_bytes_on_the_socket_do_not_hurt(daemon: DaemonProcess) -> None:
 
 
 def test_manifest_for_an_agent(daemon: DaemonProcess) -> None:
-    made = daemon.cli(
-        "--json",
-        "grant",
-        "create",
-        "--workspace",
-        str(daemon.workspace),
-        "--actor",
-        "hermes",
-        "--scope",
-        "page.read",
-    )
-    assert made.returncode == 0, made.stderr
-    token = json.loads(made.stdout)["token"]
+    token = daemon.agent_token("hermes", "page.read")
     status, manifest = daemon.client(token=token).request("GET", "/v1/tools")
     assert status == 200
     enabled = {t["name"] for t in manifest["tools"] if t["availability"]["enabled"]}

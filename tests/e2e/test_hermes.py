@@ -66,20 +66,7 @@ def hermes_python() -> Path:
 @pytest.mark.slow
 def test_hermes_loads_the_plugin_and_calls_the_daemon(daemon: DaemonProcess) -> None:
     python = hermes_python()
-    made = daemon.cli(
-        "--json",
-        "grant",
-        "create",
-        "--workspace",
-        str(daemon.workspace),
-        "--actor",
-        "hermes",
-        "--scope",
-        "page.write",
-        "--path",
-        "**",
-    )
-    token = json.loads(made.stdout)["token"]
+    token = daemon.agent_token("hermes", "page.write")
     home = daemon.base / "hermes-home"
     (home / ".hermes").mkdir(parents=True)
     (home / ".hermes" / "config.yaml").write_text("plugins:\n  enabled:\n    - mnote\n")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from tests.e2e.conftest import DaemonProcess
 
 
@@ -17,18 +15,8 @@ def call(client, tool: str, **fields) -> dict:
 
 
 def test_phase_f_acceptance(daemon: DaemonProcess) -> None:
-    made = daemon.cli(
-        "--json",
-        "grant",
-        "create",
-        "--workspace",
-        str(daemon.workspace),
-        "--actor",
-        "hermes",
-        "--scope",
-        "page.write",
-    )
-    agent = daemon.client(token=json.loads(made.stdout)["token"])
+    token = daemon.agent_token("hermes", "page.write")
+    agent = daemon.client(token=token)
     owner = daemon.client()
 
     # A low-ambiguity replace: routed, applied and visible with its audit in one round trip.
