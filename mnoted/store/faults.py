@@ -1,8 +1,9 @@
-"""Named crash points in the write path, for the fault-injection test only.
+"""Named fault points in the write path, for the fault-injection tests only.
 
 Production code calls :func:`point` at each step of a command; it does nothing unless a test
-process armed it with :func:`arm`, in which case the process SIGKILLs itself at that step.
-The library never reads the environment: only the test's helper script calls :func:`arm`.
+armed it: with :func:`arm` the process SIGKILLs itself at that step, with
+:func:`arm_error` the step fails with an ``OSError`` (ENOSPC, EIO, EROFS, ...) once, a few
+times, or until :func:`disarm`. The library never reads the environment: only tests arm it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ STEPS = (
 )
 
 _armed: dict[str, int] = {}
+_errors: dict[str, list[int]] = {}  # step -> [errno, times left (-1: until disarmed)]
 
 
 def arm(step: str, countdown: int = 0) -> None:
@@ -32,8 +34,25 @@ def arm(step: str, countdown: int = 0) -> None:
     _armed[step] = countdown
 
 
+def arm_error(step: str, errno: int, times: int = 1) -> None:
+    """Make ``step`` raise ``OSError(errno)`` the next ``times`` times (-1: until disarmed)."""
+    if step not in STEPS:
+        raise ValueError(f"unknown fault point {step!r}")
+    _errors[step] = [errno, times]
+
+
+def disarm() -> None:
+    _armed.clear()
+    _errors.clear()
+
+
 def point(step: str) -> None:
-    """A crash point (a dictionary lookup when nothing is armed)."""
+    """A fault point (a dictionary lookup when nothing is armed)."""
+    if _errors and step in _errors:
+        errno, left = _errors[step]
+        if left != 0:
+            _errors[step][1] = left - 1 if left > 0 else -1
+            raise OSError(errno, os.strerror(errno), f"fault injected at {step}")
     if not _armed or step not in _armed:
         return
     if _armed[step] <= 0:

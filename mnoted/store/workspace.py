@@ -386,6 +386,18 @@ class Workspace:
         if not changes:
             raise InvalidArguments("a command needs at least one change")
         touched = validate(self.root, self.config, changes)
+        try:
+            return self._apply(meta, changes, touched)
+        except OSError as exc:
+            # Whatever step failed, the journal tells the next write what to finish or drop.
+            self._needs_recovery = True
+            raise StorageError(
+                f"{meta.command} could not be written: {exc.strerror or exc}", errno=exc.errno
+            ) from exc
+
+    def _apply(
+        self, meta: CommandMeta, changes: Sequence[Change], touched: list[str]
+    ) -> CommitResult:
         self._ready_to_write()
         external = self.commit_external(touched, include_ignored=True)
         for _ in range(_CAS_ATTEMPTS):
@@ -422,9 +434,20 @@ class Workspace:
         ignored or too large unless ``include_ignored`` (what :meth:`apply` uses).
         """
         self._check_thread()
-        self._ready_to_write()
-        paths = list(paths)
         meta = (meta or CommandMeta("external.edit", actor=EXTERNAL_ACTOR)).with_command_id()
+        try:
+            return self._commit_external(list(paths), meta, include_ignored)
+        except OSError as exc:
+            self._needs_recovery = True
+            raise StorageError(
+                f"committing edits made outside mnoted failed: {exc.strerror or exc}",
+                errno=exc.errno,
+            ) from exc
+
+    def _commit_external(
+        self, paths: list[str], meta: CommandMeta, include_ignored: bool
+    ) -> CommitResult | None:
+        self._ready_to_write()
         for _ in range(_CAS_ATTEMPTS):
             targets = disk_changes(
                 self._repo,
@@ -557,7 +580,9 @@ class Workspace:
             faults.point("journal-cleared")
         except OSError as exc:
             self._needs_recovery = True
-            raise StorageError(f"writing {meta.command_id} failed: {exc}") from exc
+            raise StorageError(
+                f"writing {meta.command_id} failed: {exc.strerror or exc}", errno=exc.errno
+            ) from exc
         except BaseException:
             self._needs_recovery = True
             raise

@@ -1,0 +1,84 @@
+"""I/O faults at every step of a write (ENOSPC, EIO, EROFS; once and persistent).
+
+The caller gets a structured error, nothing is acknowledged that is not durable, no
+command is half-applied, and the workspace recovers by itself once the fault clears.
+"""
+
+from __future__ import annotations
+
+import errno
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from mnoted.store import faults
+from tests.service.conftest import Harness
+
+STEPS = [
+    "objects-written",
+    "journal-written",
+    "ref-updated",
+    "file-written",
+    "files-written",
+    "sidecar-updated",
+    "journal-cleared",
+]
+ERRNOS = [errno.ENOSPC, errno.EIO, errno.EROFS]
+
+
+@pytest.fixture(autouse=True)
+def _disarm() -> Iterator[None]:
+    yield
+    faults.disarm()
+
+
+def ids_in_history(h: Harness) -> list[str]:
+    log = h.git("log", "--format=%(trailers:key=Mnote-Command-Id,valueonly,separator=)")
+    return [line for line in log.split("\n") if line]
+
+
+def check(h: Harness) -> None:
+    ids = ids_in_history(h)
+    assert len(ids) == len(set(ids)), "a command was committed twice"
+    subprocess.run(
+        ["git", "fsck", "--strict", "--no-progress"], cwd=h.root, check=True, capture_output=True
+    )
+    h.ws.idle()
+    assert h.git("status", "--porcelain") == ""
+    assert h.git("show", "HEAD:notes/plan.md") == (h.root / "notes/plan.md").read_text()
+    assert [p for p in h.root.rglob(".mnote-tmp-*")] == []
+
+
+@pytest.mark.parametrize("step", STEPS)
+@pytest.mark.parametrize("code", ERRNOS, ids=lambda c: errno.errorcode[c])
+def test_a_fault_once_is_reported_and_recovered(h: Harness, step: str, code: int) -> None:
+    doc = h.doc("notes/plan.md")
+    faults.arm_error(step, code, times=1)
+    failed = h.write(
+        "mnote.page.save", documentId=doc, content=["During the fault."], mode="append"
+    )
+    assert failed["ok"] is False
+    assert failed["error"]["code"] == "mnote_store_io_error"
+    assert failed["error"]["details"]["errno"] == code
+    # The next write finishes or drops the interrupted command first, then lands.
+    ok = h.write("mnote.page.save", documentId=doc, content=["After the fault."], mode="append")
+    assert ok["ok"], ok["error"]
+    assert ok["audit"]["commandId"] in ids_in_history(h)
+    text = (h.root / "notes/plan.md").read_text()
+    assert text.count("During the fault.") <= 1 and text.endswith("After the fault.\n")
+    check(h)
+
+
+@pytest.mark.parametrize("step", ["objects-written", "file-written"])
+def test_a_persistent_fault_acknowledges_nothing_until_it_clears(h: Harness, step: str) -> None:
+    doc = h.doc("notes/plan.md")
+    faults.arm_error(step, errno.EROFS, times=-1)
+    for i in range(3):
+        resp = h.write("mnote.page.save", documentId=doc, content=[f"try {i}"], mode="append")
+        assert resp["ok"] is False and resp["error"]["code"] == "mnote_store_io_error"
+        assert resp["audit"]["commandId"] is None
+    faults.disarm()
+    ok = h.write("mnote.page.save", documentId=doc, content=["Cleared."], mode="append")
+    assert ok["ok"], ok["error"]
+    check(h)
