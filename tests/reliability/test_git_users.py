@@ -1,0 +1,147 @@
+"""People's own Git in the workspace while agents write: locks, commits, branches, gc, pull."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from mnoted.service import Actor, Service
+from mnoted.store import Workspace
+from tests.e2e.conftest import DaemonProcess
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=root, check=True, capture_output=True, text=True
+    ).stdout
+
+
+@pytest.mark.parametrize("lock", ["index.lock", "HEAD.lock", "refs/heads/main.lock"])
+def test_a_foreign_git_lock_is_named_waited_for_and_never_deleted(
+    tmp_path: Path, lock: str
+) -> None:
+    root = tmp_path / "ws"
+    Workspace.init(root).close()
+    ws = Workspace.open(root, lock_wait=0.2)
+    service = Service()
+    service.add(ws)
+    base = {"sessionId": "s", "runId": "r", "toolCallId": "c", "traceId": "t", "dryRun": False}
+    lock_path = root / ".git" / lock
+    lock_path.write_text("held by the user's git\n")
+    try:
+        resp = service.call(
+            {
+                **base,
+                "toolName": "mnote.page.save",
+                "documentId": "Welcome.md",
+                "idempotencyKey": "k1",
+                "content": ["x"],
+                "mode": "append",
+            },
+            Actor.owner(),
+        )
+        if lock in ("index.lock", "HEAD.lock"):
+            # A commit moves the branch ref only; the index is brought in step when idle.
+            assert resp["ok"], resp["error"]
+        else:
+            assert resp["error"]["code"] == "mnote_store_locked"
+            assert lock in resp["error"]["message"] or lock in str(resp["error"]["details"])
+        assert lock_path.read_text() == "held by the user's git\n"  # never deleted
+    finally:
+        lock_path.unlink()
+    resp = service.call(
+        {
+            **base,
+            "toolName": "mnote.page.save",
+            "documentId": "Welcome.md",
+            "idempotencyKey": "k2",
+            "content": ["after"],
+            "mode": "append",
+        },
+        Actor.owner(),
+    )
+    assert resp["ok"], resp["error"]
+    ws.idle()
+    assert git(root, "status", "--porcelain") == ""
+    ws.close()
+
+
+def test_users_git_while_agents_write_loses_no_acknowledged_commit(
+    daemon: DaemonProcess, tmp_path: Path
+) -> None:
+    root = daemon.workspace
+    acked: list[tuple[str, str]] = []
+    stop = threading.Event()
+
+    def agent() -> None:
+        client = daemon.client()
+        i = 0
+        while not stop.is_set():
+            body = client.envelope(
+                "mnote.page.save", "plan.md", {"content": [f"agent {i}"], "mode": "append"}
+            )
+            _, resp = client.request("POST", "/v1/tools/call", body)
+            if resp.get("ok"):
+                acked.append((resp["audit"]["commandId"], f"agent {i}"))
+            i += 1
+            time.sleep(0.01)
+
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(root), str(clone)], check=True)
+    (clone / "from-clone.md").write_text("# From a second clone\n")
+    git(clone, "add", "from-clone.md")
+    git(clone, "-c", "user.name=U", "-c", "user.email=u@x", "commit", "-q", "-m", "from clone")
+
+    thread = threading.Thread(target=agent)
+    thread.start()
+    try:
+        time.sleep(0.3)
+        (root / "mine.md").write_text("# Mine\n")
+        env = {
+            **os.environ,
+            "GIT_AUTHOR_NAME": "U",
+            "GIT_AUTHOR_EMAIL": "u@x",
+            "GIT_COMMITTER_NAME": "U",
+            "GIT_COMMITTER_EMAIL": "u@x",
+        }
+        for args in (
+            ["add", "mine.md"],
+            ["commit", "-q", "-m", "my own commit", "--", "mine.md"],
+            ["gc", "-q"],
+            ["pull", "-q", "--no-rebase", "--no-edit", str(clone), "main"],
+        ):
+            for _ in range(
+                20
+            ):  # the daemon may hold the index for a moment: retry like a person would
+                if (
+                    subprocess.run(
+                        ["git", *args], cwd=root, env=env, capture_output=True
+                    ).returncode
+                    == 0
+                ):
+                    break
+                time.sleep(0.1)
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        thread.join(30)
+    deadline = time.monotonic() + 20
+    while git(root, "status", "--porcelain") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    reachable = git(
+        root, "log", "--all", "--format=%(trailers:key=Mnote-Command-Id,valueonly,separator=)"
+    )
+    assert acked and all(cid in reachable for cid, _ in acked)
+    assert "my own commit" in git(root, "log", "--format=%s")
+    subprocess.run(
+        ["git", "fsck", "--strict", "--no-progress"], cwd=root, check=True, capture_output=True
+    )
+    # The user's `git pull` rewrites work-tree files under the agents' feet; what it wrote
+    # is then committed as an edit like any other. What must hold: every acknowledged
+    # command stays in history, and the work tree and HEAD agree once idle.
+    assert git(root, "show", "HEAD:plan.md") == (root / "plan.md").read_text()
