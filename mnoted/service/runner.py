@@ -230,7 +230,11 @@ class WorkspaceRunner:
             document_id = None
             if path.lower().endswith(".md") and ws.blob_id(path) is not None:
                 try:
-                    document_id = self.service.pages.load(ws, path).doc.document_id
+                    document_id = ws.resolve(path).document_id
+                    # Carry block ids over now only where ids were handed out before; a page
+                    # nobody has read gets the same ids when it is first read.
+                    if ws.sidecar.get("lastblob", document_id) is not None:
+                        self.service.pages.load(ws, path)
                 except NotFound:
                     document_id = None
             self.service.events.publish(
