@@ -354,11 +354,32 @@ class Service:
         else:
             commit = ws.apply(meta, plan.changes)
         if commit.replayed:
-            raise Conflict(
-                "this idempotency key was committed before but its result was not kept",
-                hint="Read the page again; the earlier call's change is in its history.",
-                commit=commit.commit,
+            # The first try landed but its answer was lost (an I/O error after the commit,
+            # a crash): answer with that commit, and keep the answer for later retries.
+            replay = {
+                "commandName": plan.command,
+                "dryRun": False,
+                "revision": commit.commit,
+                "documentId": document_id,
+                "warnings": ["this idempotency key was applied before; nothing new was written"],
+            }
+            audit = Audit(
+                effect="write",
+                commandId=commit.command_id,
+                workspaceId=ws.workspace_id,
+                documentId=document_id,
+                revision=commit.commit,
+                commandName=plan.command,
+                replayed=True,
             )
+            response = self._ok(call, replay, audit)
+            if key:
+                stored = {
+                    "result": response.result,
+                    "audit": response.audit.model_dump(mode="json"),
+                }
+                ws.idempotency.record(key, digest, json.dumps(stored))
+            return response
         if plan.edit is not None and plan.document is not None:
             blob = ws.blob_id(plan.document.path)
             if blob is not None:

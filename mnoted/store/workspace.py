@@ -380,6 +380,8 @@ class Workspace:
         self._check_thread()
         meta = meta.with_command_id()
         if meta.idempotency_key:
+            if self._needs_recovery:  # a replayed answer must describe a finished command
+                self._ready_to_write()
             rec = self.idempotency.check(meta.idempotency_key, meta.request_hash)
             if rec is not None:
                 return self._replayed(rec)

@@ -82,3 +82,36 @@ def test_a_persistent_fault_acknowledges_nothing_until_it_clears(h: Harness, ste
     ok = h.write("mnote.page.save", documentId=doc, content=["Cleared."], mode="append")
     assert ok["ok"], ok["error"]
     check(h)
+
+
+@pytest.mark.parametrize("step", ["ref-updated", "file-written", "sidecar-updated"])
+def test_a_retry_after_a_fault_that_landed_gets_the_commit(h: Harness, step: str) -> None:
+    doc = h.doc("notes/plan.md")
+    faults.arm_error(step, errno.EIO, times=1)  # after the branch moved
+    failed = h.write(
+        "mnote.page.save",
+        documentId=doc,
+        idempotencyKey="retry-me",
+        content=["Landed anyway."],
+        mode="append",
+    )
+    assert failed["error"]["code"] == "mnote_store_io_error"
+    retry = h.write(
+        "mnote.page.save",
+        documentId=doc,
+        idempotencyKey="retry-me",
+        content=["Landed anyway."],
+        mode="append",
+    )
+    assert retry["ok"] and retry["audit"]["replayed"] is True
+    assert retry["audit"]["commandId"] in ids_in_history(h)
+    assert (h.root / "notes/plan.md").read_text().count("Landed anyway.") == 1
+    again = h.write(
+        "mnote.page.save",
+        documentId=doc,
+        idempotencyKey="retry-me",
+        content=["Landed anyway."],
+        mode="append",
+    )
+    assert again["audit"]["commandId"] == retry["audit"]["commandId"]
+    check(h)
