@@ -9,24 +9,34 @@ from mnoted.core.markdown_edit import markdown_edit
 from mnoted.core.views import build_context
 from mnoted.errors import InvalidArguments, TargetOutOfScope
 from mnoted.service.executor import Call, WritePlan, handles, page_write
+from mnoted.service.pages import LoadedPage
+
+
+def context_of(call: Call, loaded: LoadedPage, **view: Any) -> dict[str, Any]:
+    """The page's context view for this caller (its ids, its revision, what it may edit)."""
+    return build_context(
+        loaded.page,
+        document_id=loaded.doc.document_id,
+        revision=loaded.revision,
+        workspace_id=call.ws.workspace_id,
+        editable=call.may_edit(loaded),
+        **view,
+    )
 
 
 @handles("mnote.doc.fetch")
 def doc_fetch(call: Call) -> dict[str, Any]:
     loaded = call.load()
     args = call.args
-    context = build_context(
-        loaded.page,
-        document_id=loaded.doc.document_id,
-        revision=loaded.revision,
-        workspace_id=call.ws.workspace_id,
+    context = context_of(
+        call,
+        loaded,
         scope=args.scope,
         fmt=args.format,
         block_ids=args.blockIds,
         query=args.query,
         budget=args.budget,
         cursor=args.cursor,
-        editable=not (loaded.page.options["protectEditing"] and not call.actor.is_owner),
     )
     return {**context, "path": loaded.path}
 
@@ -34,14 +44,8 @@ def doc_fetch(call: Call) -> dict[str, Any]:
 @handles("mnote.block.fetch")
 def block_fetch(call: Call) -> dict[str, Any]:
     loaded = call.load()
-    context = build_context(
-        loaded.page,
-        document_id=loaded.doc.document_id,
-        revision=loaded.revision,
-        workspace_id=call.ws.workspace_id,
-        scope="block",
-        fmt=call.args.format,
-        block_ids=[call.args.blockId],
+    context = context_of(
+        call, loaded, scope="block", fmt=call.args.format, block_ids=[call.args.blockId]
     )
     return {**context, "path": loaded.path}
 

@@ -35,7 +35,7 @@ from mnoted.errors import (
 from mnoted.service.actors import Actor
 from mnoted.service.events import EventBus
 from mnoted.service.pages import LoadedPage, PageCache
-from mnoted.store import Change, CommandMeta, DocRef, Workspace, Write
+from mnoted.store import Change, CommandMeta, CommitResult, DocRef, Workspace, Write
 from mnoted.store.reviews import ReviewStore
 
 
@@ -76,6 +76,10 @@ class Call:
         if not self.actor.may_access(loaded.path):
             raise self.service.hidden(target, self.actor)
         return loaded
+
+    def may_edit(self, loaded: LoadedPage) -> bool:
+        """Whether the caller may change this page (``protectEditing`` stops agents)."""
+        return self.actor.is_owner or not loaded.page.options["protectEditing"]
 
     @property
     def document_ref(self) -> str:
@@ -380,10 +384,6 @@ class Service:
                 }
                 ws.idempotency.record(key, digest, json.dumps(stored))
             return response
-        if plan.edit is not None and plan.document is not None:
-            blob = ws.blob_id(plan.document.path)
-            if blob is not None:
-                self.pages.remember_ids(ws, plan.document, blob, plan.edit.page)
         if plan.after_commit is not None:
             result.update(plan.after_commit(ws, commit.commit))
         result["revision"] = commit.commit
@@ -404,20 +404,55 @@ class Service:
         from mnoted.service import review
 
         review.record_applied(call, plan, commit.commit, commit.command_id)
-        self.events.publish(
-            "commit",
-            workspaceId=ws.workspace_id,
-            documentId=document_id,
-            commit=commit.commit,
-            commandId=commit.command_id,
-            command=plan.command,
+        self.landed(
+            ws,
+            plan,
+            commit,
+            path=result.get("path") or (plan.document.path if plan.document else None),
             tool=spec.name,
-            toolCallId=request.toolCallId,
-            traceId=request.traceId,
+            tool_call_id=request.toolCallId,
+            trace_id=request.traceId,
             actor=call.actor.actor_id,
             externalCommit=commit.external_commit,
         )
         return response
+
+    def landed(
+        self,
+        ws: Workspace,
+        plan: WritePlan,
+        commit: CommitResult,
+        *,
+        path: str | None,
+        tool: str,
+        tool_call_id: str | None,
+        trace_id: str | None,
+        actor: str,
+        **extra: Any,
+    ) -> None:
+        """What follows every committed write: the page's ids kept for its new blob, the event.
+
+        The event names the page's path, so the event stream can hide it from agents
+        whose grants do not cover it.
+        """
+        if plan.edit is not None and plan.document is not None:
+            blob = ws.blob_id(plan.document.path)
+            if blob is not None:
+                self.pages.remember_ids(ws, plan.document, blob, plan.edit.page)
+        self.events.publish(
+            "commit",
+            workspaceId=ws.workspace_id,
+            documentId=plan.document.document_id if plan.document else None,
+            path=path,
+            commit=commit.commit,
+            commandId=commit.command_id,
+            command=plan.command,
+            tool=tool,
+            toolCallId=tool_call_id,
+            traceId=trace_id,
+            actor=actor,
+            **extra,
+        )
 
     def _session_result(
         self, call: Call, session: dict[str, Any], key: str | None, digest: str
@@ -450,7 +485,7 @@ class Service:
         """protectEditing and the base revision, for a write to an existing page."""
         loaded = plan.loaded
         assert loaded is not None
-        if loaded.page.options.get("protectEditing") and not call.actor.is_owner:
+        if not call.may_edit(loaded):
             raise PermissionDenied(
                 f"{loaded.path} is protected (protectEditing); only the owner may change it",
                 hint="Ask the owner to turn protectEditing off, or propose the change for review.",
@@ -476,12 +511,19 @@ class Service:
         )
 
 
+def approval_required(actor: Actor, ws: Workspace, spec: ToolSpec) -> bool:
+    """Whether ``actor``'s writes with ``spec`` wait for a person (the approval mode)."""
+    mode = ws.config.approval_mode
+    return not actor.is_owner and (
+        mode == "required" or (mode == "review" and spec.annotations.requiresApproval)
+    )
+
+
 def needs_review(call: Call, plan: WritePlan) -> bool:
-    """Whether an agent's write waits for a person (the workspace's approval mode)."""
-    if call.actor.is_owner or not (plan.changes or plan.from_disk) or plan.loaded is None:
+    """Whether this write becomes a review session instead of a commit."""
+    if not (plan.changes or plan.from_disk) or plan.loaded is None:
         return False
-    mode = call.ws.config.approval_mode
-    return mode == "required" or (mode == "review" and call.spec.annotations.requiresApproval)
+    return approval_required(call.actor, call.ws, call.spec)
 
 
 def _untouched_since(before: Page, now: Page, touched: set[str]) -> bool:

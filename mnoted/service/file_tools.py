@@ -22,7 +22,7 @@ from mnoted.core.commands import EditResult, changed_ids
 from mnoted.core.page import parse_page
 from mnoted.errors import Conflict, NotFound, PermissionDenied
 from mnoted.service.executor import Call, WritePlan, handles
-from mnoted.store import CommandMeta
+from mnoted.store import CommandMeta, Workspace
 
 GRANTS = "grants"
 GRANTS_BY_PATH = "grant_by_path"  # path -> the open grant's id, for the watcher
@@ -81,9 +81,14 @@ def grant_meta(grant: dict[str, Any]) -> CommandMeta:
     )
 
 
+def read_grant(ws: Workspace, grant_id: str | None) -> dict[str, Any] | None:
+    """A grant as it was recorded (expired or not), or None."""
+    raw = ws.sidecar.get(GRANTS, grant_id) if grant_id else None
+    return dict(json.loads(raw)) if raw else None
+
+
 def active_grant(call: Call, grant_id: str) -> dict[str, Any]:
-    raw = call.ws.sidecar.get(GRANTS, grant_id)
-    grant: dict[str, Any] | None = json.loads(raw) if raw else None
+    grant = read_grant(call.ws, grant_id)
     if grant is None or (grant["actorId"] != call.actor.actor_id and not call.actor.is_owner):
         raise NotFound(
             f"no open grant {grant_id!r}", hint="Ask for a new grant with mnote.file.grant."

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from mnoted.contract.envelope import ToolRequest
 from mnoted.contract.tools import TOOLS
-from mnoted.core.views import build_context, conflict_key
+from mnoted.core.views import conflict_key
 from mnoted.errors import (
     InvalidArguments,
     InvalidTransition,
@@ -26,6 +26,7 @@ from mnoted.errors import (
     TargetOutOfScope,
 )
 from mnoted.service.actors import Actor
+from mnoted.service.doc_tools import context_of
 from mnoted.service.executor import HANDLERS, Call, WritePlan, block_diff, handles
 from mnoted.store import CommandMeta, Workspace
 from mnoted.store.reviews import ReviewStore
@@ -560,10 +561,6 @@ def review_accept(call: Call) -> dict[str, Any]:
         session["error"] = exc.to_dict()
         _set(service, ws, store, session, "failed")
         return session
-    if commit is not None and plan.edit is not None and plan.document is not None:
-        blob = ws.blob_id(plan.document.path)
-        if blob is not None:
-            service.pages.remember_ids(ws, plan.document, blob, plan.edit.page)
     session["applied"] = {
         "commit": commit.commit if commit else loaded.revision,
         "commandId": commit.command_id if commit else None,
@@ -571,17 +568,14 @@ def review_accept(call: Call) -> dict[str, Any]:
     }
     _set(service, ws, store, session, "applied")
     if commit is not None:
-        service.events.publish(
-            "commit",
-            workspaceId=ws.workspace_id,
-            documentId=session.get("documentId"),
+        service.landed(
+            ws,
+            plan,
+            commit,
             path=session.get("path"),
-            commit=commit.commit,
-            commandId=commit.command_id,
-            command=plan.command,
             tool=original.spec.name,
-            toolCallId=session.get("toolCallId"),
-            traceId=session.get("traceId"),
+            tool_call_id=session.get("toolCallId"),
+            trace_id=session.get("traceId"),
             actor=proposer.actor_id,
             reviewSession=session["sessionId"],
         )
@@ -592,20 +586,15 @@ def review_accept(call: Call) -> dict[str, Any]:
 def page_ai_context(call: Call) -> dict[str, Any]:
     loaded = call.load()
     args = call.args
-    editable = not (loaded.page.options["protectEditing"] and not call.actor.is_owner)
-    common = {
-        "document_id": loaded.doc.document_id,
-        "revision": loaded.revision,
-        "workspace_id": call.ws.workspace_id,
+    common: dict[str, Any] = {
         "scope": args.scope,
         "block_ids": args.blockIds,
         "query": args.query,
         "budget": args.budget,
         "cursor": args.cursor,
-        "editable": editable,
     }
-    text = build_context(loaded.page, fmt="text", **common)
-    xml = build_context(loaded.page, fmt="page_xml", **common)
+    text = context_of(call, loaded, fmt="text", **common)
+    xml = context_of(call, loaded, fmt="page_xml", **common)
     context = {
         **text,
         "format": "text+page_xml",

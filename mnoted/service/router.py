@@ -19,8 +19,8 @@ from typing import Any
 from mnoted.contract.tools import TOOLS
 from mnoted.core.blocks import Block
 from mnoted.core.page import Page
-from mnoted.core.views import build_context
-from mnoted.service.executor import Call, handles
+from mnoted.service.doc_tools import context_of
+from mnoted.service.executor import Call, approval_required, handles
 
 SCHEMA = "mnote.page_ai_command_route.v1"
 
@@ -358,10 +358,9 @@ _HANDLERS: dict[str, Callable[[Page, str, set[str], list[str], tuple[str, ...]],
 @handles("mnote.page_ai.route")
 def page_ai_route(call: Call) -> dict[str, Any]:
     loaded = call.load()
-    context = build_context(
-        loaded.page,
-        document_id=loaded.doc.document_id,
-        revision=loaded.revision,
+    context = context_of(
+        call,
+        loaded,
         scope=call.args.scope,
         fmt="json",
         block_ids=call.args.blockIds,
@@ -371,18 +370,13 @@ def page_ai_route(call: Call) -> dict[str, Any]:
     result = route(call.args.instruction, loaded.page, loaded.doc.document_id, allowed)
     if result.call is not None:
         tool = result.call["toolName"]
-        spec = TOOLS[tool]
         if tool in call.ws.config.disabled_tools:
             result = _hermes(result.intent, f"{tool} is disabled in this workspace's profile")
-        elif loaded.page.options["protectEditing"] and not call.actor.is_owner:
+        elif not call.may_edit(loaded):
             result = _hermes(result.intent, "the page is protected (protectEditing)")
-    requires_review = False
-    if result.call is not None:
-        spec = TOOLS[result.call["toolName"]]
-        mode = call.ws.config.approval_mode
-        requires_review = not call.actor.is_owner and (
-            mode == "required" or (mode == "review" and spec.annotations.requiresApproval)
-        )
+    requires_review = result.call is not None and approval_required(
+        call.actor, call.ws, TOOLS[result.call["toolName"]]
+    )
     out = result.to_dict(requires_review)
     out.update(
         {

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from mnoted.errors import MnoteError, NotFound
 from mnoted.service.actors import Actor
 from mnoted.service.executor import Service
-from mnoted.service.file_tools import GRANTS, GRANTS_BY_PATH, grant_meta
+from mnoted.service.file_tools import GRANTS, GRANTS_BY_PATH, grant_meta, read_grant
 from mnoted.service.review import close_store
 from mnoted.store import Maintainer, Workspace
 from mnoted.sync import (
@@ -268,12 +268,8 @@ class WorkspaceRunner:
     def _open_grant(self, path: str) -> dict[str, Any] | None:
         """The open file grant on ``path``, whose holder owns edits made there."""
         assert self.ws is not None
-        grant_id = self.ws.sidecar.get(GRANTS_BY_PATH, path)
-        raw = self.ws.sidecar.get(GRANTS, grant_id) if grant_id else None
-        if raw is None:
-            return None
-        grant: dict[str, Any] = json.loads(raw)
-        return grant if grant["expiresAt"] > time.time() else None
+        grant = read_grant(self.ws, self.ws.sidecar.get(GRANTS_BY_PATH, path))
+        return grant if grant is not None and grant["expiresAt"] > time.time() else None
 
     def apply_batch(self, batch: SettledBatch) -> None:
         paths: list[str] = []

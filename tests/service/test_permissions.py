@@ -184,3 +184,16 @@ def test_disabled_tool_is_refused_as_the_manifest_says(h: Harness, tmp_path) -> 
     assert entry["availability"]["enabled"] is False
     assert resp["error"]["code"] == "mnote_tool_disabled"
     assert entry["availability"]["unsupportedReason"] in resp["error"]["message"]
+
+
+def test_commit_events_name_the_page_so_the_stream_can_hide_it(h: Harness) -> None:
+    events: list[dict] = []
+    h.service.events.subscribe(events.append)
+    h.write(
+        "mnote.doc.markdown_edit",
+        documentId=h.doc("private/secret.md"),
+        args={"operations": [{"search": "123456", "replace": "654321"}]},
+    )
+    h.write("mnote.page.create", args={"path": "private/other.md", "content": "x"})
+    commits = [e for e in events if e["type"] == "commit"]
+    assert [e["path"] for e in commits] == ["private/secret.md", "private/other.md"]
