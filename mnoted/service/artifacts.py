@@ -110,7 +110,7 @@ def _after(call: Call, path: str, data: bytes) -> Any:
     return after
 
 
-@handles("mnote.artifact.create_summary")
+@handles("mnote.artifact.create_summary", store_only=True)
 def create_summary(call: Call) -> WritePlan:
     source = call.load()
     path = f"{SUMMARY_DIR}/{source.doc.document_id}.md"
@@ -137,7 +137,7 @@ def create_summary(call: Call) -> WritePlan:
     )
 
 
-@handles("mnote.artifact.create_ai_note")
+@handles("mnote.artifact.create_ai_note", store_only=True)
 def create_ai_note(call: Call) -> WritePlan:
     source = call.load()
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(call.now))

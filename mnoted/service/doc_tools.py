@@ -24,7 +24,7 @@ def context_of(call: Call, loaded: LoadedPage, **view: Any) -> dict[str, Any]:
     )
 
 
-@handles("mnote.doc.fetch")
+@handles("mnote.doc.fetch", store_only=True)
 def doc_fetch(call: Call) -> dict[str, Any]:
     loaded = call.load()
     args = call.args
@@ -41,7 +41,7 @@ def doc_fetch(call: Call) -> dict[str, Any]:
     return {**context, "path": loaded.path}
 
 
-@handles("mnote.block.fetch")
+@handles("mnote.block.fetch", store_only=True)
 def block_fetch(call: Call) -> dict[str, Any]:
     loaded = call.load()
     context = context_of(
@@ -62,7 +62,7 @@ def _check_scope(allowed: list[str] | None, ids: list[str | None]) -> None:
         )
 
 
-@handles("mnote.doc.markdown_edit")
+@handles("mnote.doc.markdown_edit", store_only=True)
 def doc_markdown_edit(call: Call) -> WritePlan:
     loaded = call.load()
     edits = [op.model_dump(exclude_none=True) for op in call.args.operations]
@@ -70,7 +70,7 @@ def doc_markdown_edit(call: Call) -> WritePlan:
     return page_write(call, loaded, edit, editsApplied=len(edits))
 
 
-@handles("mnote.doc.apply_block_ops")
+@handles("mnote.doc.apply_block_ops", store_only=True)
 def doc_apply_block_ops(call: Call) -> WritePlan:
     loaded = call.load()
     allowed = call.args.allowedTargetBlockIds
@@ -110,7 +110,7 @@ def doc_apply_block_ops(call: Call) -> WritePlan:
     return page_write(call, loaded, edit, operations=results)
 
 
-@handles("mnote.workspace.list")
+@handles("mnote.workspace.list", store_only=True)
 def workspace_list(call: Call) -> dict[str, Any]:
     ws = call.ws
     args = call.args
@@ -144,7 +144,7 @@ def workspace_list(call: Call) -> dict[str, Any]:
     return {"workspaceId": ws.workspace_id, "pages": pages, "truncated": truncated}
 
 
-@handles("mnote.doc.history")
+@handles("mnote.doc.history", store_only=True)
 def doc_history(call: Call) -> dict[str, Any]:
     loaded = call.load()
     entries = call.ws.history(loaded.doc.document_id, limit=call.args.limit)

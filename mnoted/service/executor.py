@@ -35,7 +35,15 @@ from mnoted.errors import (
 from mnoted.service.actors import Actor
 from mnoted.service.events import EventBus
 from mnoted.service.pages import LoadedPage, PageCache
-from mnoted.store import Change, CommandMeta, CommitResult, DocRef, Workspace, Write
+from mnoted.store import (
+    Change,
+    CommandMeta,
+    CommitResult,
+    DocRef,
+    IdempotencyRecord,
+    Workspace,
+    Write,
+)
 from mnoted.store.reviews import ReviewStore
 
 
@@ -91,10 +99,17 @@ class Call:
 
 Handler = Callable[[Call], dict[str, Any] | WritePlan]  # a dict: a review session
 HANDLERS: dict[str, Handler] = {}
+STORE_ONLY: set[str] = set()
+"""Tools whose every effect is in the workspace store, so their calls can land in a group."""
 
 
-def handles(name: str) -> Callable[[Handler], Handler]:
-    """Register the handler of a declared tool (one handler per declaration)."""
+def handles(name: str, *, store_only: bool = False) -> Callable[[Handler], Handler]:
+    """Register the handler of a declared tool (one handler per declaration).
+
+    ``store_only``: the handler reads and writes nothing but the workspace store (Git, the
+    sidecar), so a call can be staged with others and answered once the group is durable
+    (:meth:`Service.groupable`).
+    """
     if name not in TOOLS:
         raise KeyError(f"{name} is not a declared tool")
 
@@ -102,6 +117,8 @@ def handles(name: str) -> Callable[[Handler], Handler]:
         if name in HANDLERS:
             raise KeyError(f"{name} already has a handler")
         HANDLERS[name] = fn
+        if store_only:
+            STORE_ONLY.add(name)
         return fn
 
     return register
@@ -141,6 +158,19 @@ class Service:
 
     def add(self, ws: Workspace) -> None:
         self.workspaces[ws.workspace_id] = ws
+
+    @staticmethod
+    def groupable(raw: Any, actor: Actor, ws: Workspace) -> bool:
+        """Whether a call may land in a group with others (:meth:`Workspace.group`).
+
+        Its tool's effects must all be in the store, and a write must not become a review
+        session (those live outside the store).
+        """
+        name = raw.get("toolName") if isinstance(raw, Mapping) else None
+        spec = lookup(name) if isinstance(name, str) else None
+        if spec is None or spec.name not in STORE_ONLY:
+            return False
+        return not (spec.writes and approval_required(actor, ws, spec))
 
     @staticmethod
     def hidden(ref: str, actor: Actor) -> MnoteError:
@@ -295,10 +325,8 @@ class Service:
         digest = request_hash(spec, request, call.args)
         if key and not request.dryRun:
             record = ws.idempotency.check(key, digest)
-            if record is not None and record.result_json:
-                stored = json.loads(record.result_json)
-                audit = Audit.model_validate({**stored["audit"], "replayed": True})
-                return self._ok(call, stored["result"], audit)
+            if record is not None:
+                return self._replay(call, record, digest)
         plan = handler(call)
         if isinstance(plan, dict):
             return self._session_result(call, plan, key, digest)
@@ -357,33 +385,10 @@ class Service:
             commit = made
         else:
             commit = ws.apply(meta, plan.changes)
-        if commit.replayed:
-            # The first try landed but its answer was lost (an I/O error after the commit,
-            # a crash): answer with that commit, and keep the answer for later retries.
-            replay = {
-                "commandName": plan.command,
-                "dryRun": False,
-                "revision": commit.commit,
-                "documentId": document_id,
-                "warnings": ["this idempotency key was applied before; nothing new was written"],
-            }
-            audit = Audit(
-                effect="write",
-                commandId=commit.command_id,
-                workspaceId=ws.workspace_id,
-                documentId=document_id,
-                revision=commit.commit,
-                commandName=plan.command,
-                replayed=True,
-            )
-            response = self._ok(call, replay, audit)
-            if key:
-                stored = {
-                    "result": response.result,
-                    "audit": response.audit.model_dump(mode="json"),
-                }
-                ws.idempotency.record(key, digest, json.dumps(stored))
-            return response
+        if commit.replayed:  # (the store's own check; the one above normally answers)
+            record = ws.idempotency.check(key, digest) if key else None
+            if record is not None:
+                return self._replay(call, record, digest)
         if plan.after_commit is not None:
             result.update(plan.after_commit(ws, commit.commit))
         result["revision"] = commit.commit
@@ -403,7 +408,9 @@ class Service:
             ws.idempotency.record(key, digest, json.dumps(stored))
         from mnoted.service import review
 
-        review.record_applied(call, plan, commit.commit, commit.command_id)
+        ws.after_landing(
+            lambda: review.record_applied(call, plan, commit.commit, commit.command_id)
+        )
         self.landed(
             ws,
             plan,
@@ -415,6 +422,44 @@ class Service:
             actor=call.actor.actor_id,
             externalCommit=commit.external_commit,
         )
+        return response
+
+    def _replay(self, call: Call, record: IdempotencyRecord, digest: str) -> ToolResponse:
+        """The answer to a write retried with its idempotency key: nothing is written again.
+
+        The answer kept with the record, or, when the first try landed but its answer was
+        lost (an I/O error after the commit, a crash, a group completed from its journal),
+        one made from its commit, then kept for later retries.
+        """
+        if record.result_json:
+            stored = json.loads(record.result_json)
+            audit = Audit.model_validate({**stored["audit"], "replayed": True})
+            return self._ok(call, stored["result"], audit)
+        ws, spec = call.ws, call.spec
+        try:
+            document_id: str | None = ws.resolve(call.document_ref).document_id
+        except (NotFound, InvalidArguments):
+            document_id = None
+        command = spec.command or spec.name
+        result = {
+            "commandName": command,
+            "dryRun": False,
+            "revision": record.commit,
+            "documentId": document_id,
+            "warnings": ["this idempotency key was applied before; nothing new was written"],
+        }
+        audit = Audit(
+            effect="write",
+            commandId=record.command_id,
+            workspaceId=ws.workspace_id,
+            documentId=document_id,
+            revision=record.commit,
+            commandName=command,
+            replayed=True,
+        )
+        response = self._ok(call, result, audit)
+        stored = {"result": response.result, "audit": response.audit.model_dump(mode="json")}
+        ws.idempotency.record(record.key, digest, json.dumps(stored))
         return response
 
     def landed(
@@ -432,27 +477,28 @@ class Service:
     ) -> None:
         """What follows every committed write: the page's ids kept for its new blob, the event.
 
-        The event names the page's path, so the event stream can hide it from agents
-        whose grants do not cover it.
+        The ids are kept at once (a later command of the same group reads them); the event
+        waits until the commit is durable. It names the page's path, so the event stream
+        can hide it from agents whose grants do not cover it.
         """
         if plan.edit is not None and plan.document is not None:
             blob = ws.blob_id(plan.document.path)
             if blob is not None:
                 self.pages.remember_ids(ws, plan.document, blob, plan.edit.page)
-        self.events.publish(
-            "commit",
-            workspaceId=ws.workspace_id,
-            documentId=plan.document.document_id if plan.document else None,
-            path=path,
-            commit=commit.commit,
-            commandId=commit.command_id,
-            command=plan.command,
-            tool=tool,
-            toolCallId=tool_call_id,
-            traceId=trace_id,
-            actor=actor,
+        event = {
+            "workspaceId": ws.workspace_id,
+            "documentId": plan.document.document_id if plan.document else None,
+            "path": path,
+            "commit": commit.commit,
+            "commandId": commit.command_id,
+            "command": plan.command,
+            "tool": tool,
+            "toolCallId": tool_call_id,
+            "traceId": trace_id,
+            "actor": actor,
             **extra,
-        )
+        }
+        ws.after_landing(lambda: self.events.publish("commit", **event))
 
     def _session_result(
         self, call: Call, session: dict[str, Any], key: str | None, digest: str

@@ -36,7 +36,7 @@ def body_summary(page: Any) -> str:
     return ""
 
 
-@handles("mnote.page.get")
+@handles("mnote.page.get", store_only=True)
 def page_get(call: Call) -> dict[str, Any]:
     loaded = call.load()
     page = loaded.page
@@ -65,7 +65,7 @@ def _spec(item: Any) -> Any:
     return item if isinstance(item, str) else item.model_dump(exclude_none=True)
 
 
-@handles("mnote.page.save")
+@handles("mnote.page.save", store_only=True)
 def page_save(call: Call) -> WritePlan:
     loaded = call.load()
     content = [_spec(b) for b in call.args.content]
@@ -73,14 +73,14 @@ def page_save(call: Call) -> WritePlan:
     return page_write(call, loaded, edit, mode=call.args.mode)
 
 
-@handles("mnote.page.update_title")
+@handles("mnote.page.update_title", store_only=True)
 def page_update_title(call: Call) -> WritePlan:
     loaded = call.load()
     edit = C.update_title(loaded.page, call.args.title)
     return page_write(call, loaded, edit, title=edit.page.title)
 
 
-@handles("mnote.page.update_options")
+@handles("mnote.page.update_options", store_only=True)
 def page_update_options(call: Call) -> WritePlan:
     loaded = call.load()
     options = {
@@ -98,7 +98,7 @@ def _new_path(raw: str) -> str:
     return path
 
 
-@handles("mnote.page.create")
+@handles("mnote.page.create", store_only=True)
 def page_create(call: Call) -> WritePlan:
     path = _new_path(call.args.path)
     if not call.actor.may_access(path):
@@ -131,7 +131,7 @@ def page_create(call: Call) -> WritePlan:
     )
 
 
-@handles("mnote.page.delete")
+@handles("mnote.page.delete", store_only=True)
 def page_delete(call: Call) -> WritePlan:
     loaded = call.load()
     return WritePlan(
@@ -143,7 +143,7 @@ def page_delete(call: Call) -> WritePlan:
     )
 
 
-@handles("mnote.page.move")
+@handles("mnote.page.move", store_only=True)
 def page_move(call: Call) -> WritePlan:
     loaded = call.load()
     target = _new_path(call.args.newPath)

@@ -60,7 +60,7 @@ class WorkspaceRunner:
         self.config = config or RunnerConfig()
         self.ws: Workspace | None = None
         self.watcher: Watcher | None = None
-        self._jobs: queue.Queue[tuple[Callable[[], Any], Future[Any]] | None] = queue.Queue()
+        self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self._thread = threading.Thread(
             target=self._run, name=f"mnoted-ws-{root.name}", daemon=True
         )
@@ -90,14 +90,19 @@ class WorkspaceRunner:
         assert self.ws is not None
         return self.ws.workspace_id
 
-    def submit(self, fn: Callable[[], T]) -> Future[T]:
+    def submit(self, fn: Callable[[], T], *, groupable: bool = False) -> Future[T]:
         future: Future[T] = Future()
-        self._jobs.put((fn, future))
+        self._jobs.put(_Job(fn, future, groupable))
         return future
 
     def call(self, raw: Any, actor: Actor) -> dict[str, Any]:
-        """Run one tool call on this workspace's thread and wait for its response."""
-        return self.submit(lambda: self.service.call(raw, actor)).result()
+        """Run one tool call on this workspace's thread and wait for its response.
+
+        Calls that arrive while others run are landed together (group commit): each is
+        still its own commit, answered only once the group is durable.
+        """
+        groupable = self.ws is not None and self.service.groupable(raw, actor, self.ws)
+        return self.submit(lambda: self.service.call(raw, actor), groupable=groupable).result()
 
     # -- the thread ----------------------------------------------------------------------------
     def _run(self) -> None:
@@ -121,23 +126,61 @@ class WorkspaceRunner:
             return
         self._ready.set()
         idle_done = False
+        held: _Job | None = None  # a job taken from the queue that ended a group
         while True:
-            try:
-                job = self._jobs.get(timeout=self.config.idle_after if not idle_done else 1.0)
-            except queue.Empty:
-                idle_done = self._on_idle(idle_done)
-                continue
+            job: _Job | None
+            if held is not None:
+                job, held = held, None
+            else:
+                try:
+                    job = self._jobs.get(timeout=self.config.idle_after if not idle_done else 1.0)
+                except queue.Empty:
+                    idle_done = self._on_idle(idle_done)
+                    continue
             if job is None:
                 break
             idle_done = False
-            fn, future = job
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(fn())
-            except BaseException as exc:
-                future.set_exception(exc)
+            group = [job]
+            while job.groupable and len(group) < MAX_GROUP:
+                try:
+                    nxt = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is not None and nxt.groupable:
+                    group.append(nxt)
+                    continue
+                if nxt is None:
+                    self._jobs.put(None)  # stop once this group is done
+                else:
+                    held = nxt
+                break
+            if len(group) == 1:
+                job.run()
+            else:
+                self._run_group(group)
         self._shutdown()
+
+    def _run_group(self, jobs: list[_Job]) -> None:
+        """Run calls as one group; if it cannot land, run each again on its own."""
+        assert self.ws is not None
+        live = [job for job in jobs if job.future.set_running_or_notify_cancel()]
+        results: list[Any] = []
+        try:
+            with self.ws.group():
+                results = [job.fn() for job in live]
+        except MnoteError as exc:
+            log.warning(
+                "a group of %d calls did not land (%s); running each alone", len(live), exc.message
+            )
+            for job in live:
+                job.run(started=True)
+            return
+        except BaseException as exc:
+            for job in live:
+                job.future.set_exception(exc)
+            return
+        for job, result in zip(live, results, strict=True):
+            job.future.set_result(result)
 
     def _on_idle(self, idle_done: bool) -> bool:
         assert self.ws is not None
@@ -309,6 +352,27 @@ class WorkspaceRunner:
 
     def reconcile(self, reason: str = "requested") -> Future[int]:
         return self.submit(lambda: self._reconcile(reason))
+
+
+MAX_GROUP = 64
+"""Calls landed together at most (their files are written with one wait each way)."""
+
+
+@dataclass
+class _Job:
+    """Work for the runner thread; ``groupable`` calls may land with their neighbours."""
+
+    fn: Callable[[], Any]
+    future: Future[Any]
+    groupable: bool = False
+
+    def run(self, *, started: bool = False) -> None:
+        if not started and not self.future.set_running_or_notify_cancel():
+            return
+        try:
+            self.future.set_result(self.fn())
+        except BaseException as exc:
+            self.future.set_exception(exc)
 
 
 class _Sink:

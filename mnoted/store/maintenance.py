@@ -107,7 +107,6 @@ def _sync_packs(gitdir: Path) -> None:
 
 def pack_loose_objects(gitdir: Path, *, min_objects: int = 1) -> PackReport:
     """Pack loose objects if there are at least ``min_objects``; merge packs if too many."""
-    pygit2.settings.enable_fsync_gitdir(True)
     repo = pygit2.Repository(str(gitdir))
     loose = loose_objects(gitdir)
     packed = removed = merged = 0

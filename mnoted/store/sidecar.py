@@ -53,6 +53,7 @@ class Sidecar:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.conn = self._connect(path)
+        self._depth = 0  # open transactions: the outer one a BEGIN, inner ones savepoints
 
     @staticmethod
     def _connect(path: Path) -> sqlite3.Connection:
@@ -89,13 +90,23 @@ class Sidecar:
         self.conn.close()
 
     def begin(self) -> None:
-        self.conn.execute("BEGIN IMMEDIATE")
+        """Open a transaction, or a savepoint inside the one already open (they nest)."""
+        self.conn.execute(f"SAVEPOINT s{self._depth}" if self._depth else "BEGIN IMMEDIATE")
+        self._depth += 1
 
     def commit(self) -> None:
-        self.conn.execute("COMMIT")
+        self._depth -= 1
+        self.conn.execute(f"RELEASE s{self._depth}" if self._depth else "COMMIT")
 
     def rollback(self) -> None:
-        if self.conn.in_transaction:
+        """Undo the innermost open transaction (nothing if none is open)."""
+        if not self._depth:
+            return
+        self._depth -= 1
+        if self._depth:
+            self.conn.execute(f"ROLLBACK TO s{self._depth}")
+            self.conn.execute(f"RELEASE s{self._depth}")
+        else:
             self.conn.execute("ROLLBACK")
 
     # meta -----------------------------------------------------------------------------------

@@ -16,10 +16,12 @@ for those paths when the daemon is idle (:meth:`Workspace.idle`).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 
@@ -35,7 +37,7 @@ from mnoted.errors import (
     StorageError,
     WorkspaceInvalid,
 )
-from mnoted.store import faults, gitindex, gitlock, indexer, message, refs, trees
+from mnoted.store import durable, faults, gitindex, gitlock, indexer, message, refs, trees
 from mnoted.store.atomic import make_dirs, remove_temp_files, write_atomic
 from mnoted.store.bootstrap import (
     EXTERNAL_ACTOR,
@@ -69,6 +71,7 @@ SIDECAR_NAME = "state.sqlite3"
 PROCESS_LOCK = "daemon.lock"
 COMMITTER = Identity("mnoted", indexer.COMMITTER_EMAIL)
 _CAS_ATTEMPTS = 5
+log = logging.getLogger("mnoted.store")
 
 
 class Workspace:
@@ -88,7 +91,7 @@ class Workspace:
         self.gitdir = root / ".git"
         self.state_dir = root / STATE_DIR
         self.config = config
-        self.idempotency = Idempotency(side, self.refresh)
+        self.idempotency = Idempotency(side, self._settled)
         self.sidecar = KeyValue(side, self._check_thread)
         self.last_write = time.monotonic()
         self._repo = repo
@@ -103,6 +106,7 @@ class Workspace:
         self._head: str | None = refs.read_ref(self.gitdir, self._branch)
         self._needs_recovery = False
         self._closed = False
+        self._group: _Group | None = None
 
     # opening ------------------------------------------------------------------------------
     @classmethod
@@ -181,7 +185,8 @@ class Workspace:
             write_atomic(ignore, b"*\n")
         lock_fd = take_process_lock(state / PROCESS_LOCK)
         try:
-            pygit2.settings.enable_fsync_gitdir(True)
+            # The store syncs what it writes itself, many objects at once (store.durable).
+            pygit2.settings.enable_fsync_gitdir(False)
             gitlock.recover(root / ".git")
             side = Sidecar.open(state / SIDECAR_NAME)
             ws = cls(root, repo, config, side, lock_fd, external_identity, lock_wait)
@@ -237,12 +242,23 @@ class Workspace:
     def branch(self) -> str:
         return self._branch
 
+    def _settled(self) -> None:
+        """Finish a command an error interrupted (its record must describe it), catch up."""
+        if self._needs_recovery:
+            self._ready_to_write()
+        else:
+            self.refresh()
+
     def refresh(self) -> bool:
         """Notice a HEAD moved by someone else (``git commit/pull/checkout``); re-index.
 
         Returns True if HEAD had moved since the store last looked.
         """
         self._check_thread()
+        if self._group is not None:
+            # Pending commits sit on the group's base; if someone moves the branch meanwhile
+            # the group's compare-and-swap fails and its commands run again.
+            return False
         branch = refs.current_branch(self.gitdir)
         head = refs.read_ref(self.gitdir, branch)
         moved = branch != self._branch or head != self._head
@@ -380,8 +396,6 @@ class Workspace:
         self._check_thread()
         meta = meta.with_command_id()
         if meta.idempotency_key:
-            if self._needs_recovery:  # a replayed answer must describe a finished command
-                self._ready_to_write()
             rec = self.idempotency.check(meta.idempotency_key, meta.request_hash)
             if rec is not None:
                 return self._replayed(rec)
@@ -437,6 +451,10 @@ class Workspace:
         """
         self._check_thread()
         meta = (meta or CommandMeta("external.edit", actor=EXTERNAL_ACTOR)).with_command_id()
+        if self._group is not None:
+            # The disk still has these files as they were before the group; the group
+            # checks them for edits made meanwhile when it writes them.
+            paths = [p for p in paths if p not in self._group.written]
         try:
             return self._commit_external(list(paths), meta, include_ignored)
         except OSError as exc:
@@ -530,11 +548,35 @@ class Workspace:
         *,
         on_disk: bool = False,
     ) -> CommitResult | None:
-        """Make one commit of ``targets`` on HEAD; None if HEAD moved under us (retry)."""
+        """Make one commit of ``targets`` on HEAD; None if HEAD moved under us (retry).
+
+        Inside :meth:`group` the commit is only staged: it lands with the group.
+        """
+        staged = self._stage(meta, targets, subject_paths, on_disk)
+        group = self._group
+        if group is not None:
+            group.add(staged)
+            self._head = staged.result.commit
+            indexer.advance(self._repo, self._side, self._head, self._branch)
+            return staged.result
+        entry = self._land([staged])
+        if entry is None:
+            self.refresh()
+            return None
+        self._finish(
+            entry, lambda: indexer.advance(self._repo, self._side, self._head, self._branch)
+        )
+        return staged.result
+
+    def _stage(
+        self, meta: CommandMeta, targets: list[Target], subject_paths: list[str], on_disk: bool
+    ) -> _Staged:
+        """Write the objects of one commit on the current (maybe pending) head; not durable."""
         parent = self._head
         base = self._head_tree()
         entries: dict[str, trees.Entry] = {}
         steps: list[FileStep] = []
+        objects: list[pygit2.Oid] = []
         for t in targets:
             old = trees.entry_at(self._repo, base, t.path)
             if t.data is None:
@@ -542,16 +584,35 @@ class Workspace:
                 steps.append(FileStep(t.path, old[0] if old else None, None, t.mode))
             else:
                 blob = self._repo.create_blob(t.data)
+                objects.append(blob)
                 entries[t.path] = (blob, t.mode)
                 steps.append(FileStep(t.path, old[0] if old else None, str(blob), t.mode))
-        tree_id = trees.build(self._repo, base, entries)
+        tree_id = trees.build(self._repo, base, entries, objects)
         author = self._author(meta)
         committer = pygit2.Signature(COMMITTER.name, COMMITTER.email)
         text = message.format_message(meta, subject_paths)
         parents = [pygit2.Oid(hex=parent)] if parent else []
-        commit_id = str(self._repo.create_commit(None, author, committer, text, tree_id, parents))
+        commit_id = self._repo.create_commit(None, author, committer, text, tree_id, parents)
+        objects.append(commit_id)
+        result = CommitResult(
+            str(commit_id), meta.command_id, parent, tuple(t.path for t in targets)
+        )
+        return _Staged(result, text, () if on_disk else tuple(steps), [str(o) for o in objects])
+
+    def _land(self, staged: list[_Staged]) -> Entry | None:
+        """Make staged commits durable and move the branch to the last; None if it moved.
+
+        Objects first (one barrier for all), then the journal naming the files to write,
+        then the compare-and-swap of the branch from the first commit's parent.
+        """
+        durable.sync_paths(
+            durable.object_paths(self.gitdir, (o for s in staged for o in s.objects))
+        )
         faults.point("objects-written")
-        entry = Entry(meta.command_id, self._branch, parent, commit_id, tuple(steps))
+        parent, last = staged[0].result.parent, staged[-1]
+        entry = Entry(
+            last.result.command_id, self._branch, parent, last.result.commit, _merged(staged)
+        )
         self._journal.write(entry)
         faults.point("journal-written")
         try:
@@ -559,31 +620,34 @@ class Workspace:
                 self.gitdir,
                 self._branch,
                 parent,
-                commit_id,
+                last.result.commit,
                 ident=f"{COMMITTER.name} <{COMMITTER.email}>",
-                message=text,
+                message=last.message if len(staged) == 1 else f"{len(staged)} commands",
                 wait=self._lock_wait,
             )
         except refs.HeadMoved:
             self._journal.clear()
-            self.refresh()
             return None
         except BaseException:
             self._journal.clear()
             raise
         faults.point("ref-updated")
-        self._head = commit_id
+        self._head = last.result.commit
+        return entry
+
+    def _finish(self, entry: Entry, record: Callable[[], object]) -> None:
+        """After the branch moved: write the files, ``record`` in the sidecar, drop the journal."""
         try:
-            diverged = [] if on_disk else materialize(self._repo, self.root, entry)
+            diverged = materialize(self._repo, self.root, entry)
             faults.point("files-written")
-            indexer.advance(self._repo, self._side, commit_id, self._branch)
+            record()
             faults.point("sidecar-updated")
             self._journal.clear()
             faults.point("journal-cleared")
         except OSError as exc:
             self._needs_recovery = True
             raise StorageError(
-                f"writing {meta.command_id} failed: {exc.strerror or exc}", errno=exc.errno
+                f"writing {entry.command_id} failed: {exc.strerror or exc}", errno=exc.errno
             ) from exc
         except BaseException:
             self._needs_recovery = True
@@ -591,7 +655,75 @@ class Workspace:
         self.last_write = time.monotonic()
         if diverged:
             self.commit_external(diverged)
-        return CommitResult(commit_id, meta.command_id, parent, tuple(t.path for t in targets))
+
+    @contextlib.contextmanager
+    def group(self) -> Iterator[None]:
+        """Land the commands applied inside together: each its own commit, one durability wait.
+
+        Inside, each command is staged on the one before (reads see the pending commits)
+        and nothing is durable or on the branch yet; at the end the objects of all of them
+        are synced at once, one journal entry and one compare-and-swap move the branch to
+        the last commit, and the files are written. If that fails (the branch moved, an I/O
+        error) the group's sidecar changes are rolled back, the error is raised, and the
+        caller runs the commands again one at a time (a group that reached the branch is
+        completed from the journal first, and its idempotency keys replay).
+        """
+        self._check_thread()
+        if self._group is not None:
+            raise InternalError("groups of commands do not nest")
+        self._ready_to_write()
+        group = _Group(self._head)
+        self._group = group
+        self._side.begin()
+        try:
+            yield
+        except BaseException:
+            self._abandon(group)
+            raise
+        self._group = None
+        if not group.staged:
+            self._side.commit()
+            group.run_callbacks()
+            return
+        try:
+            entry = self._land(group.staged)
+        except OSError as exc:
+            self._abandon(group)
+            self._needs_recovery = True
+            raise StorageError(
+                f"a group of {len(group.staged)} commands could not be written: "
+                f"{exc.strerror or exc}",
+                errno=exc.errno,
+            ) from exc
+        except BaseException:
+            self._abandon(group)
+            raise
+        if entry is None:
+            self._abandon(group)
+            raise Conflict(
+                "the branch moved while a group of commands was landing",
+                hint="Another program committed in this workspace; the commands run again.",
+            )
+        try:
+            self._finish(entry, self._side.commit)
+        except BaseException:
+            self._side.rollback()
+            raise
+        group.run_callbacks()
+
+    def after_landing(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` once what was applied so far is durable (now, outside a group)."""
+        if self._group is None:
+            callback()
+        else:
+            self._group.callbacks.append(callback)
+
+    def _abandon(self, group: _Group) -> None:
+        """Forget a group that did not land: sidecar rolled back, HEAD read again."""
+        self._group = None
+        self._side.rollback()
+        self._head = group.base
+        self.refresh()
 
     def _recover(self) -> None:
         """Complete or drop a command a crash interrupted (see ``docs/store.md``)."""
@@ -646,3 +778,44 @@ class Workspace:
             safe = "".join(c for c in meta.actor if c.isalnum() or c in "-_.") or "agent"
             ident = Identity(meta.actor, f"{safe}@mnote.local")
         return pygit2.Signature(ident.name, ident.email)
+
+
+@dataclass(frozen=True)
+class _Staged:
+    """A commit whose objects are written but which is not yet durable nor on the branch."""
+
+    result: CommitResult
+    message: str
+    steps: tuple[FileStep, ...]  # files to write (none for edits already on disk)
+    objects: list[str]
+
+
+@dataclass
+class _Group:
+    """The commands of one :meth:`Workspace.group`, staged one on another."""
+
+    base: str | None  # the branch's commit when the group began
+    staged: list[_Staged] = field(default_factory=list)
+    written: set[str] = field(default_factory=set)  # paths the group will write
+    callbacks: list[Callable[[], object]] = field(default_factory=list)
+
+    def add(self, staged: _Staged) -> None:
+        self.staged.append(staged)
+        self.written.update(step.path for step in staged.steps)
+
+    def run_callbacks(self) -> None:
+        for callback in self.callbacks:
+            try:
+                callback()
+            except Exception:  # a listener's bug must not undo a landed write
+                log.exception("a callback after a landed group failed")
+
+
+def _merged(staged: list[_Staged]) -> tuple[FileStep, ...]:
+    """One step per path for a run of commits: the first ``old``, the last ``new``."""
+    steps: dict[str, FileStep] = {}
+    for item in staged:
+        for step in item.steps:
+            first = steps.get(step.path)
+            steps[step.path] = step if first is None else replace(step, old=first.old)
+    return tuple(steps.values())
