@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from mnoted.errors import MnoteError, NotFound
+from mnoted.errors import Conflict, MnoteError, NotFound
 from mnoted.service.actors import Actor
 from mnoted.service.executor import Service
 from mnoted.service.file_tools import GRANTS, GRANTS_BY_PATH, grant_meta, read_grant
@@ -90,9 +90,9 @@ class WorkspaceRunner:
         assert self.ws is not None
         return self.ws.workspace_id
 
-    def submit(self, fn: Callable[[], T], *, groupable: bool = False) -> Future[T]:
+    def submit(self, fn: Callable[[], T]) -> Future[T]:
         future: Future[T] = Future()
-        self._jobs.put(_Job(fn, future, groupable))
+        self._jobs.put(_Job(fn, future))
         return future
 
     def call(self, raw: Any, actor: Actor) -> dict[str, Any]:
@@ -101,8 +101,18 @@ class WorkspaceRunner:
         Calls that arrive while others run are landed together (group commit): each is
         still its own commit, answered only once the group is durable.
         """
-        groupable = self.ws is not None and self.service.groupable(raw, actor, self.ws)
-        return self.submit(lambda: self.service.call(raw, actor), groupable=groupable).result()
+        if self.ws is None or not self.service.groupable(raw, actor, self.ws):
+            return self.submit(lambda: self.service.call(raw, actor)).result()
+        future: Future[dict[str, Any]] = Future()
+        self._jobs.put(
+            _Job(
+                lambda: self.service.call(raw, actor),
+                future,
+                groupable=True,
+                answer_error=lambda exc: self.service.call_failed(raw, exc),
+            )
+        )
+        return future.result()
 
     # -- the thread ----------------------------------------------------------------------------
     def _run(self) -> None:
@@ -154,14 +164,14 @@ class WorkspaceRunner:
                 else:
                     held = nxt
                 break
-            if len(group) == 1:
-                job.run()
-            else:
+            if job.groupable:
                 self._run_group(group)
+            else:
+                job.run()
         self._shutdown()
 
     def _run_group(self, jobs: list[_Job]) -> None:
-        """Run calls as one group; if it cannot land, run each again on its own."""
+        """Run calls as one group (maybe of one); if it cannot land, run each on its own."""
         assert self.ws is not None
         live = [job for job in jobs if job.future.set_running_or_notify_cancel()]
         results: list[Any] = []
@@ -169,8 +179,13 @@ class WorkspaceRunner:
             with self.ws.group():
                 results = [job.fn() for job in live]
         except MnoteError as exc:
-            log.warning(
-                "a group of %d calls did not land (%s); running each alone", len(live), exc.message
+            if len(live) == 1 and not isinstance(exc, Conflict) and live[0].answer_error:
+                # one call: its error is its answer (a branch moved by someone else is
+                # retried, as a call on its own would be)
+                live[0].future.set_result(live[0].answer_error(exc))
+                return
+            log.info(
+                "%d calls did not land together (%s); running each alone", len(live), exc.message
             )
             for job in live:
                 job.run(started=True)
@@ -365,6 +380,7 @@ class _Job:
     fn: Callable[[], Any]
     future: Future[Any]
     groupable: bool = False
+    answer_error: Callable[[MnoteError], Any] | None = None  # the answer when it fails alone
 
     def run(self, *, started: bool = False) -> None:
         if not started and not self.future.set_running_or_notify_cancel():

@@ -405,8 +405,9 @@ class Workspace:
         try:
             return self._apply(meta, changes, touched)
         except OSError as exc:
-            # Whatever step failed, the journal tells the next write what to finish or drop.
-            self._needs_recovery = True
+            # Whatever step failed, the journal tells the next write what to finish or drop
+            # (in a group only objects were written: nothing to recover).
+            self._needs_recovery = self._group is None
             raise StorageError(
                 f"{meta.command} could not be written: {exc.strerror or exc}", errno=exc.errno
             ) from exc
@@ -458,7 +459,7 @@ class Workspace:
         try:
             return self._commit_external(list(paths), meta, include_ignored)
         except OSError as exc:
-            self._needs_recovery = True
+            self._needs_recovery = self._group is None
             raise StorageError(
                 f"committing edits made outside mnoted failed: {exc.strerror or exc}",
                 errno=exc.errno,
@@ -555,9 +556,9 @@ class Workspace:
         staged = self._stage(meta, targets, subject_paths, on_disk)
         group = self._group
         if group is not None:
+            indexer.advance(self._repo, self._side, staged.result.commit, self._branch)
             group.add(staged)
             self._head = staged.result.commit
-            indexer.advance(self._repo, self._side, self._head, self._branch)
             return staged.result
         entry = self._land([staged])
         if entry is None:
@@ -660,8 +661,9 @@ class Workspace:
     def group(self) -> Iterator[None]:
         """Land the commands applied inside together: each its own commit, one durability wait.
 
-        Inside, each command is staged on the one before (reads see the pending commits)
-        and nothing is durable or on the branch yet; at the end the objects of all of them
+        Inside, each command is staged on the one before (reads see the pending commits,
+        and HEAD is read once, when the group begins) and nothing is durable or on the
+        branch yet; at the end the objects of all of them
         are synced at once, one journal entry and one compare-and-swap move the branch to
         the last commit, and the files are written. If that fails (the branch moved, an I/O
         error) the group's sidecar changes are rolled back, the error is raised, and the
@@ -671,7 +673,7 @@ class Workspace:
         self._check_thread()
         if self._group is not None:
             raise InternalError("groups of commands do not nest")
-        self._ready_to_write()
+        self._settled()
         group = _Group(self._head)
         self._group = group
         self._side.begin()
