@@ -149,7 +149,7 @@ class Daemon:
             runner = self.runner_for(wid if isinstance(wid, str) else None, actor)
         except MnoteError as exc:
             return self.service.call_failed(payload, exc)
-        pending = asyncio.get_running_loop().run_in_executor(None, runner.call, payload, actor)
+        pending = asyncio.wrap_future(runner.submit_call(payload, actor))
         limit = self.config.limits.request_seconds
         try:
             return await asyncio.wait_for(asyncio.shield(pending), limit)

@@ -96,13 +96,17 @@ class WorkspaceRunner:
         return future
 
     def call(self, raw: Any, actor: Actor) -> dict[str, Any]:
-        """Run one tool call on this workspace's thread and wait for its response.
+        """Run one tool call on this workspace's thread and wait for its response."""
+        return self.submit_call(raw, actor).result()
+
+    def submit_call(self, raw: Any, actor: Actor) -> Future[dict[str, Any]]:
+        """Queue one tool call; its future holds the response envelope.
 
         Calls that arrive while others run are landed together (group commit): each is
         still its own commit, answered only once the group is durable.
         """
         if self.ws is None or not self.service.groupable(raw, actor, self.ws):
-            return self.submit(lambda: self.service.call(raw, actor)).result()
+            return self.submit(lambda: self.service.call(raw, actor))
         future: Future[dict[str, Any]] = Future()
         self._jobs.put(
             _Job(
@@ -112,7 +116,7 @@ class WorkspaceRunner:
                 answer_error=lambda exc: self.service.call_failed(raw, exc),
             )
         )
-        return future.result()
+        return future
 
     # -- the thread ----------------------------------------------------------------------------
     def _run(self) -> None:
