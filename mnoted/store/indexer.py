@@ -11,6 +11,7 @@ rebuilt sidecar equals the incremental one.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 
 import pygit2
 
@@ -50,8 +51,12 @@ def replay(
     kept_results: dict[str, tuple[str, str]] | None = None,
     *,
     mark_pending: bool = False,
+    fresh: Mapping[str, bytes] | None = None,
 ) -> list[str]:
-    """Record one commit (diffed against its first parent); return the paths it changed."""
+    """Record one commit (diffed against its first parent); return the paths it changed.
+
+    ``fresh`` holds the bytes of blobs just written (no need to read them back).
+    """
     cid = str(commit.id)
     parent = commit.parents[0].tree if commit.parents else None
     changed: list[str] = []
@@ -74,9 +79,12 @@ def replay(
         carried = row[2] if row else None
         doc: str | None = None
         if is_document(delta.new_path):
-            blob = repo[delta.new_id]
-            assert isinstance(blob, pygit2.Blob)
-            doc = pinned_id(blob.data) or carried or generated_id(cid, delta.new_path)
+            data = fresh.get(str(delta.new_id)) if fresh else None
+            if data is None:
+                blob = repo[delta.new_id]
+                assert isinstance(blob, pygit2.Blob)
+                data = blob.data
+            doc = pinned_id(data) or carried or generated_id(cid, delta.new_path)
         side.put_file(delta.new_path, delta.new_id, cid, doc)
         old_path = delta.old_path if delta.status == "R" else None
         side.add_change(cid, doc, delta.new_path, old_path, delta.status)
@@ -117,7 +125,13 @@ def _record_command(side: Sidecar, commit: pygit2.Commit, kept: dict[str, tuple[
         )
 
 
-def advance(repo: pygit2.Repository, side: Sidecar, head: str | None, branch: str) -> bool:
+def advance(
+    repo: pygit2.Repository,
+    side: Sidecar,
+    head: str | None,
+    branch: str,
+    fresh: Mapping[str, bytes] | None = None,
+) -> bool:
     """Bring the sidecar from its indexed commit to ``head``; return True if it rebuilt.
 
     When the indexed commit is a first-parent ancestor of ``head`` only the new commits are
@@ -145,7 +159,7 @@ def advance(repo: pygit2.Repository, side: Sidecar, head: str | None, branch: st
         for oid in reversed(chain):
             commit = repo[oid]
             assert isinstance(commit, pygit2.Commit)
-            replay(repo, side, commit, kept, mark_pending=found)
+            replay(repo, side, commit, kept, mark_pending=found, fresh=fresh)
         side.set_meta("indexed_head", head or "")
         side.set_meta("branch", branch)
         side.commit()

@@ -107,6 +107,8 @@ class Workspace:
         self._needs_recovery = False
         self._closed = False
         self._group: _Group | None = None
+        # Bytes of the blobs staged and not yet landed: read back without inflating them.
+        self._fresh: dict[str, bytes] = {}
 
     # opening ------------------------------------------------------------------------------
     @classmethod
@@ -311,6 +313,9 @@ class Workspace:
     def read_blob(self, blob_id: str) -> bytes | None:
         """The bytes of a blob by id (any version the repository holds), or None."""
         self._check_thread()
+        fresh = self._fresh.get(blob_id)
+        if fresh is not None:
+            return fresh
         try:
             obj = self._repo[blob_id]
         except (KeyError, ValueError):
@@ -556,16 +561,18 @@ class Workspace:
         staged = self._stage(meta, targets, subject_paths, on_disk)
         group = self._group
         if group is not None:
-            indexer.advance(self._repo, self._side, staged.result.commit, self._branch)
+            indexer.advance(self._repo, self._side, staged.result.commit, self._branch, self._fresh)
             group.add(staged)
             self._head = staged.result.commit
             return staged.result
         entry = self._land([staged])
         if entry is None:
+            self._fresh.clear()
             self.refresh()
             return None
         self._finish(
-            entry, lambda: indexer.advance(self._repo, self._side, self._head, self._branch)
+            entry,
+            lambda: indexer.advance(self._repo, self._side, self._head, self._branch, self._fresh),
         )
         return staged.result
 
@@ -585,6 +592,7 @@ class Workspace:
                 steps.append(FileStep(t.path, old[0] if old else None, None, t.mode))
             else:
                 blob = self._repo.create_blob(t.data)
+                self._fresh[str(blob)] = t.data
                 objects.append(blob)
                 entries[t.path] = (blob, t.mode)
                 steps.append(FileStep(t.path, old[0] if old else None, str(blob), t.mode))
@@ -653,6 +661,8 @@ class Workspace:
         except BaseException:
             self._needs_recovery = True
             raise
+        finally:
+            self._fresh.clear()
         self.last_write = time.monotonic()
         if diverged:
             self.commit_external(diverged)
@@ -723,6 +733,7 @@ class Workspace:
     def _abandon(self, group: _Group) -> None:
         """Forget a group that did not land: sidecar rolled back, HEAD read again."""
         self._group = None
+        self._fresh.clear()
         self._side.rollback()
         self._head = group.base
         self.refresh()
