@@ -54,24 +54,59 @@ class EditResult:
         }
 
 
-def _diff_lines(page: Page) -> list[str]:
-    src = page.source
-    return [ln + "\n" if end else ln for ln, end in zip(src.lines, src.ends, strict=True)]
+def _common_ends(a: Source, b: Source) -> tuple[int, int]:
+    """How many lines ``a`` and ``b`` share at their head and at their tail.
 
-
-def _opcodes(a: list[str], b: list[str]) -> list[tuple[str, int, int, int, int]]:
-    """difflib's opcodes for ``a`` → ``b``, matching only the part between the common
-    head and tail (a one-line edit of a 1 MB page compares lines, no sequence match)."""
+    Found by bisection on list slices, so the comparisons run in C: a one-line edit of a
+    1 MB page costs a few slice compares, not 30,000 Python-level ones.
+    """
     n = min(len(a), len(b))
-    head = 0
-    while head < n and a[head] == b[head]:
-        head += 1
-    tail = 0
-    while tail < n - head and a[-1 - tail] == b[-1 - tail]:
-        tail += 1
+
+    def same(i: int, j: int, k: int) -> bool:  # a[i:i+k] == b[j:j+k], text and endings
+        return a.lines[i : i + k] == b.lines[j : j + k] and a.ends[i : i + k] == b.ends[j : j + k]
+
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if same(0, 0, mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    head = lo
+    lo, hi = 0, n - head
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if same(len(a) - mid, len(b) - mid, mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return head, lo
+
+
+def _diff_lines(src: Source, start: int, stop: int) -> list[str]:
+    return [
+        ln + "\n" if end else ln
+        for ln, end in zip(src.lines[start:stop], src.ends[start:stop], strict=True)
+    ]
+
+
+def _opcodes(
+    a: Source, b: Source, context: int
+) -> tuple[list[tuple[str, int, int, int, int]], list[str], list[str], int]:
+    """difflib's opcodes for ``a`` → ``b``, matching only the part between the common
+    head and tail (a one-line edit of a 1 MB page compares lines, no sequence match).
+
+    Also the lines of both sides from ``offset`` on (what the hunks can show)."""
+    head, tail = _common_ends(a, b)
+    offset = max(0, head - context)
+    la = _diff_lines(a, offset, len(a) - max(0, tail - context))
+    lb = _diff_lines(b, offset, len(b) - max(0, tail - context))
     ops: list[tuple[str, int, int, int, int]] = [("equal", 0, head, 0, head)] if head else []
     matcher = difflib.SequenceMatcher(
-        None, a[head : len(a) - tail], b[head : len(b) - tail], autojunk=False
+        None,
+        la[head - offset : len(a) - tail - offset],
+        lb[head - offset : len(b) - tail - offset],
+        autojunk=False,
     )
     ops += [
         (tag, i1 + head, i2 + head, j1 + head, j2 + head)
@@ -79,7 +114,7 @@ def _opcodes(a: list[str], b: list[str]) -> list[tuple[str, int, int, int, int]]
     ]
     if tail:
         ops.append(("equal", len(a) - tail, len(a), len(b) - tail, len(b)))
-    return ops
+    return ops, la, lb, offset
 
 
 def _groups(
@@ -117,20 +152,20 @@ def _range(start: int, stop: int) -> str:
 
 def unified_diff(before: Page, after: Page, context: int = 3) -> str:
     """The change as a unified diff of the file (LF endings), like ``diff -u``."""
-    a, b = _diff_lines(before), _diff_lines(after)
-    if a == b:
+    if before.source.lines == after.source.lines and before.source.ends == after.source.ends:
         return ""
+    ops, a, b, k = _opcodes(before.source, after.source, context)
     name = before.name or "page.md"
     out = [f"--- a/{name}\n", f"+++ b/{name}\n"]
-    for group in _groups(_opcodes(a, b), context):
+    for group in _groups(ops, context):
         first, last = group[0], group[-1]
         out.append(f"@@ -{_range(first[1], last[2])} +{_range(first[3], last[4])} @@\n")
         for tag, i1, i2, j1, j2 in group:
             if tag == "equal":
-                out += [" " + ln for ln in a[i1:i2]]
+                out += [" " + ln for ln in a[i1 - k : i2 - k]]
                 continue
-            out += ["-" + ln for ln in a[i1:i2]]
-            out += ["+" + ln for ln in b[j1:j2]]
+            out += ["-" + ln for ln in a[i1 - k : i2 - k]]
+            out += ["+" + ln for ln in b[j1 - k : j2 - k]]
     return "".join(
         ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in out
     )
@@ -148,8 +183,14 @@ def changed_ids(before: Page, after: Page, also: Sequence[str] = ()) -> list[str
         out = [i for i, b in new.items() if i not in old or old[i].signature() != b.signature()]
         out += [i for i in old if i not in new]
     out += [i for i in also if i not in out and (i in new or i in old)]
-    order = {i: n for n, i in enumerate(new)}
-    return sorted(out, key=lambda i: order.get(i, len(order)))
+    ids = list(new)  # document order; a few changed ids are looked up in C, not mapped all
+    wanted = set(out)
+    order = (
+        {i: ids.index(i) for i in wanted if i in new}
+        if len(wanted) < 64
+        else {i: n for n, i in enumerate(ids) if i in wanted}
+    )
+    return sorted(out, key=lambda i: order.get(i, len(ids)))
 
 
 # -- splicing helpers ----------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
@@ -38,7 +39,8 @@ class Page:
     _index: dict[str, Block] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        self._index = {b.id: b for b in self.walk()}
+        if not self._index:
+            self._index = {b.id: b for b in walk(self.blocks)}
 
     # -- reading -------------------------------------------------------------
     @property
@@ -84,12 +86,11 @@ class Page:
             out.append(f"frontmatter ignored: {self.frontmatter.error}")
         return out
 
-    def walk(self) -> Iterator[Block]:
-        for b in self.blocks:
-            yield from b.walk()
+    def walk(self) -> list[Block]:
+        return walk(self.blocks)
 
     def block_ids(self) -> list[str]:
-        return [b.id for b in self.walk()]
+        return list(self._index)  # built in document order
 
     def block(self, block_id: str) -> Block:
         try:
@@ -149,7 +150,7 @@ def parse_page(
     source = data if isinstance(data, Source) else Source.from_data(data)
     front = fm.find(source.lines)
     blocks = parse_blocks(source.lines, front.end if front else 0)
-    flat = [b for top in blocks for b in top.walk()]
+    flat = walk(blocks)
     if ids is not None and len(ids) == len(flat) and len(set(ids)) == len(ids):
         for b, ident in zip(flat, ids, strict=True):
             b.id = ident
@@ -215,11 +216,11 @@ def reparse_splice(
             return Page(source, page.name, new_front, moved, (frozenset(), frozenset()))
     if start <= page.body_start or len(tops) < 3:
         return parse_page(source, page.name, previous=page, line_map=line_map, forced=forced)
-    touched = [k for k, b in enumerate(tops) if b.end >= start and b.start <= end]
-    first = (
-        touched[0] if touched else next((k for k, b in enumerate(tops) if b.start > end), len(tops))
-    ) - 1
-    last = (touched[-1] if touched else first) + 1
+    # top-level blocks are in line order: bisect for those the splice touches
+    k0 = bisect_left(tops, start, key=lambda b: b.end)
+    k1 = bisect_right(tops, end, key=lambda b: b.start)
+    first = k0 - 1 if k0 < k1 else k1 - 1
+    last = (k1 - 1 if k0 < k1 else first) + 1
     w0 = tops[first].start if first >= 0 else page.body_start
     w1 = tops[last].end if last < len(tops) else len(page.source)
     if w1 < end:
@@ -233,12 +234,24 @@ def reparse_splice(
     lo = max(first, 0)
     hi = min(last, len(tops) - 1)
     before = tops[:lo]
-    after = [_shifted(b, delta) for b in tops[hi + 1 :]]
-    taken = {b.id for b in walk(before)} | {b.id for b in walk(after)}
+    after = [_shifted(b, delta) for b in tops[hi + 1 :]] if delta else tops[hi + 1 :]
+    old_window = walk(tops[lo : hi + 1])
+    old_ids = frozenset(b.id for b in old_window)
+    taken = page._index.keys() - old_ids
     assign_ids(window, tops[lo : hi + 1], line_map, forced, taken)
-    old_ids = frozenset(b.id for b in walk(tops[lo : hi + 1]))
-    new_ids = frozenset(b.id for b in walk(window))
-    return Page(source, page.name, front, [*before, *window, *after], (old_ids, new_ids))
+    new_window = walk(window)
+    new_ids = frozenset(b.id for b in new_window)
+    blocks = [*before, *window, *after]
+    if delta:
+        return Page(source, page.name, front, blocks, (old_ids, new_ids))
+    # The blocks outside the window are the very objects of the old page: its index,
+    # sliced around the window (in C), is the new one but for the window.
+    items = list(page._index.items())
+    i0 = page.block_ids().index(old_window[0].id)
+    index = dict(items[:i0])
+    index.update((b.id, b) for b in new_window)
+    index.update(items[i0 + len(old_window) :])
+    return Page(source, page.name, front, blocks, (old_ids, new_ids), index)
 
 
 def diff_line_map(old: Sequence[str], new: Sequence[str]) -> dict[int, int]:
@@ -252,9 +265,31 @@ def diff_line_map(old: Sequence[str], new: Sequence[str]) -> dict[int, int]:
     return out
 
 
-def splice_line_map(n_old: int, start: int, end: int, n_new: int) -> dict[int, int]:
+class SpliceLineMap(Mapping[int, int]):
+    """Old line → new line when lines ``start:end`` were replaced by ``n_new`` lines.
+
+    Computed on lookup: a dict of every line of a 1 MB page would cost more than the edit.
+    """
+
+    def __init__(self, n_old: int, start: int, end: int, n_new: int) -> None:
+        self._n_old, self._start, self._end = n_old, start, end
+        self._delta = n_new - (end - start)
+
+    def __getitem__(self, line: int) -> int:
+        if 0 <= line < self._start:
+            return line
+        if self._end <= line < self._n_old:
+            return line + self._delta
+        raise KeyError(line)
+
+    def __iter__(self) -> Iterator[int]:
+        yield from range(self._start)
+        yield from range(self._end, self._n_old)
+
+    def __len__(self) -> int:
+        return self._start + self._n_old - self._end
+
+
+def splice_line_map(n_old: int, start: int, end: int, n_new: int) -> Mapping[int, int]:
     """Old line → new line when lines ``start:end`` were replaced by ``n_new`` lines."""
-    delta = n_new - (end - start)
-    out = {i: i for i in range(start)}
-    out.update({i: i + delta for i in range(end, n_old)})
-    return out
+    return SpliceLineMap(n_old, start, end, n_new)
