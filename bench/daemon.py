@@ -2,9 +2,13 @@
 
 Figures are median and p99 in milliseconds, each next to a reference measured in the same
 run: the floors (one socket round trip, one atomic file write with fsync, one incremental
-commit with fsync), and `git add FILE && git commit` as subprocesses.
+commit with fsync), and `git add FILE && git commit` as subprocesses. Where npm is
+available, the same edit and read of the same 10 KB page through the MCP filesystem server
+(`@modelcontextprotocol/server-filesystem` over MCP stdio, installed into a cache folder
+outside the repository: see bench/mcpfs.py), timed before the daemon starts.
 
-    python bench/daemon.py [--sizes 100,10000] [--writes 100] [--agents 32]
+    python bench/daemon.py [--sizes 100,10000] [--writes 100] [--agents 32] [--no-mcp]
+    python bench/daemon.py --sizes 100000    # 100,000 files: about 1.5-2 minutes
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from commit import GIT_ENV, build_repo
 from core import build_page
+from fixture import build_packed_repo
+from mcpfs import Server, compare, install
 
 from mnoted.cli.client import Client, Unreachable
 from mnoted.store import CommandMeta, Workspace, Write
@@ -94,7 +100,10 @@ class Daemon:
 
 def workspace(base: Path, size: int, env: dict[str, str]) -> Path:
     root = base / f"ws{size}"
-    build_repo(root, size, env)
+    build_packed_repo(root, size, env)
+    # The baseline's repository: a clone of the same tree (the daemon owns the workspace).
+    clone = ["git", "clone", "-q", str(root), str(base / f"git{size}")]
+    subprocess.run(clone, env=env, check=True)
     (root / "page.md").write_bytes(build_page(10_000))
     (root / "big.md").write_bytes(build_page(1_000_000))
     Workspace.init(root).close()
@@ -158,10 +167,17 @@ def bench_size(
     writes: int,
     floor: dict[str, tuple[float, float]],
     agents: int,
+    mcp: Server | None,
 ) -> None:
     root = workspace(base, size, env)
     with (root / "page.md").open("a") as fh:
         fh.write("\nmnoted bench marker A\n")
+    mcp_out: dict[str, list[float]] | None = None
+    if mcp is not None:
+        # The same edits and reads of the same page through the MCP filesystem server,
+        # before the daemon starts (as a user without mnoted would run it, with no watcher
+        # committing the server's edits behind it) and right before mnoted's own are timed.
+        mcp_out = compare(mcp, root, "page.md", writes)
     daemon = Daemon(root, base, env)
     try:
         client = daemon.client()
@@ -180,8 +196,7 @@ def bench_size(
         floor_sum = (rtt[0] + floor["atomic"][0] + floor["commit"][0], 0.0)
         line("durable agent write (markdown_edit, 10 KB)", w, floor_sum, "floor sum")
         git_samples = []
-        git_root = base / f"git{size}"  # a repository of its own: the daemon owns the other
-        build_repo(git_root, size, env)
+        git_root = base / f"git{size}"  # made by workspace()
         for k in range(min(writes, 30)):
             (git_root / "gitpage.md").write_text(f"edit {k}\n")
             t0 = time.perf_counter()
@@ -254,6 +269,13 @@ def bench_size(
         )
     finally:
         daemon.stop()
+    if mcp_out is not None:
+        mcp_edit, mcp_read = stats(mcp_out["edit"]), stats(mcp_out["read"])
+        line("MCP fs server: edit_file (10 KB, no fsync)", mcp_edit)
+        line("MCP fs server: read_text_file (10 KB)", mcp_read)
+        line("durable agent write against MCP edit_file", w, mcp_edit, "MCP edit")
+        line("mnote.page.get against MCP read_text_file", get, mcp_read, "MCP read")
+        line("mnote.doc.fetch against MCP read_text_file", fetch, mcp_read, "MCP read")
 
 
 def main() -> None:
@@ -263,7 +285,20 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,10000")
     parser.add_argument("--writes", type=int, default=100)
     parser.add_argument("--agents", type=int, default=32)
+    parser.add_argument(
+        "--no-mcp", action="store_true", help="skip the MCP filesystem server comparison"
+    )
     args = parser.parse_args()
+    mcp: Server | None = None
+    if args.no_mcp:
+        print("MCP filesystem server comparison skipped: --no-mcp")
+    else:
+        found = install()
+        if isinstance(found, str):
+            print(f"MCP filesystem server comparison skipped: {found}")
+        else:
+            mcp = found
+            print(f"MCP filesystem server {found.version} ({found.entry})")
     with tempfile.TemporaryDirectory(prefix="mnd") as tmp:
         base = Path(tmp)
         env = {
@@ -276,7 +311,7 @@ def main() -> None:
         }
         floor = bench_floor(base, env, args.writes)
         for size in (int(s) for s in args.sizes.split(",")):
-            bench_size(base, size, env, args.writes, floor, args.agents)
+            bench_size(base, size, env, args.writes, floor, args.agents, mcp)
 
 
 if __name__ == "__main__":

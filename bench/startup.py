@@ -3,9 +3,14 @@
 Side by side in the same run: `git status` on the same repository (what any tool that
 checks the working tree at start pays), and parsing every page (what a daemon that
 builds its page index at start would pay). The daemon parses nothing at start; it
-reconciles the working tree with HEAD and serves.
+reconciles the working tree with HEAD and serves. Memory is the daemon's resident set
+(`VmRSS`) and its peak (`VmHWM`) from /proc/<pid>/status, read once it answers and again
+after it has idled for `--settle` seconds (the writer's first index refresh runs then).
+The watcher's state and watch count are printed beside them: with a low
+`fs.inotify.max_user_watches` the watcher stops adding watches at the limit (state
+`degraded`), and the figures then leave out part of its set-up.
 
-    python bench/startup.py [--sizes 10000,100000]
+    python bench/startup.py [--sizes 10000,100000] [--settle 2]
 """
 
 from __future__ import annotations
@@ -19,14 +24,41 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from commit import GIT_ENV, build_repo
+from commit import GIT_ENV
+from fixture import build_packed_repo
 
 from mnoted.cli.client import Client, Unreachable
 from mnoted.core.page import parse_page
 from mnoted.store import Workspace
 
 
-def time_daemon(root: Path, base: Path, env: dict[str, str]) -> float:
+def memory_mb(pid: int) -> tuple[float, float]:
+    """Resident set and its peak, in MB (VmRSS and VmHWM of /proc/<pid>/status)."""
+    fields = {}
+    for row in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = row.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            fields[key] = int(value.split()[0]) / 1024  # kB
+    return fields["VmRSS"], fields["VmHWM"]
+
+
+class Start:
+    """One start of the daemon: seconds until ready; memory when ready and once settled."""
+
+    def __init__(
+        self,
+        seconds: float,
+        ready: tuple[float, float],
+        settled: tuple[float, float],
+        watcher: dict,
+    ) -> None:
+        self.seconds = seconds
+        self.ready = ready
+        self.settled = settled
+        self.watcher = watcher
+
+
+def time_daemon(root: Path, base: Path, env: dict[str, str], settle: float) -> Start:
     sock = base / "s.sock"
     t0 = time.perf_counter()
     proc = subprocess.Popen(
@@ -49,9 +81,13 @@ def time_daemon(root: Path, base: Path, env: dict[str, str]) -> float:
         while True:
             try:
                 token = (token_dir / "owner.token").read_text().strip()
-                status, _ = Client(sock, token=token).request("GET", "/v1/workspaces")
+                status, body = Client(sock, token=token).request("GET", "/v1/workspaces")
                 if status == 200:
-                    return time.perf_counter() - t0
+                    seconds = time.perf_counter() - t0
+                    ready = memory_mb(proc.pid)
+                    time.sleep(settle)
+                    watcher = body["workspaces"][0]["watcher"] or {}
+                    return Start(seconds, ready, memory_mb(proc.pid), watcher)
             except (Unreachable, FileNotFoundError):
                 pass
             if proc.poll() is not None:
@@ -67,7 +103,13 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument(
+        "--settle", type=float, default=2.0, help="seconds idle before the second memory reading"
+    )
     args = parser.parse_args()
+    limit = Path("/proc/sys/fs/inotify/max_user_watches")
+    if limit.exists():
+        print(f"fs.inotify.max_user_watches = {int(limit.read_text()):,}")
     for size in (int(s) for s in args.sizes.split(",")):
         with tempfile.TemporaryDirectory(prefix="mnb") as tmp:
             base = Path(tmp)
@@ -80,10 +122,10 @@ def main() -> None:
                 "XDG_RUNTIME_DIR": str(base / "run"),
                 "MNOTED_LOG": "warning",
             }
-            build_repo(root, size, env)
+            build_packed_repo(root, size, env)
             Workspace.init(root).close()
-            cold = time_daemon(root, base, env)
-            warm = time_daemon(root, base, env)
+            cold = time_daemon(root, base, env, args.settle)
+            warm = time_daemon(root, base, env, args.settle)
             t0 = time.perf_counter()
             subprocess.run(
                 ["git", "-C", str(root), "status", "--porcelain"],
@@ -97,10 +139,17 @@ def main() -> None:
                 parse_page(path.read_bytes(), path.name)
             parse_all = time.perf_counter() - t0
             print(
-                f"{size:>7,} pages: daemon ready {cold:6.2f} s first start, "
-                f"{warm:6.2f} s next start | git status {status:6.2f} s | "
+                f"{size:>7,} pages: daemon ready {cold.seconds:6.2f} s first start, "
+                f"{warm.seconds:6.2f} s next start | git status {status:6.2f} s | "
                 f"parse every page {parse_all:6.2f} s"
             )
+            for name, start in (("first start", cold), ("next start", warm)):
+                print(
+                    f"{'':>14}memory, {name + ':':<12} RSS {start.ready[0]:6.1f} MB "
+                    f"(peak {start.ready[1]:6.1f}) when ready, RSS {start.settled[0]:6.1f} MB "
+                    f"(peak {start.settled[1]:6.1f}) {args.settle:g} s later | watcher "
+                    f"{start.watcher.get('state')}, {start.watcher.get('watchCount', 0):,} watches"
+                )
 
 
 if __name__ == "__main__":
