@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,11 +9,11 @@ from pathlib import Path
 import pygit2
 
 from mnoted.errors import Conflict, InvalidArguments, NotFound, PathRejected, TooLarge
-from mnoted.store import trees
+from mnoted.store import dirfd, trees
 from mnoted.store.config import WorkspaceConfig
 from mnoted.store.model import Change, Delete, Move, Write
 from mnoted.store.paths import normalize, resolve, resolve_folder
-from mnoted.store.worktree import read_file
+from mnoted.store.worktree import read_path
 
 
 @dataclass(frozen=True)
@@ -109,7 +108,6 @@ def disk_changes(
     for raw in _expand_folders(repo, root, tree, paths):
         try:
             rel = normalize(raw, config_ok=True)
-            location = resolve(root, rel, config_ok=True)
         except PathRejected:
             continue
         if rel in seen:
@@ -120,7 +118,7 @@ def disk_changes(
         if skip_untracked and (config.is_ignored(rel) or repo.path_is_ignored(rel)):
             continue
         try:
-            state = read_file(location)
+            state = read_path(root, rel)  # relative to folder fds: no symlink is followed
         except PathRejected:
             continue
         if state is None:
@@ -157,10 +155,12 @@ def _expand_folders(
         if subtree is not None:
             files.extend(f"{rel}/{p}" for p in _blobs_under(repo, subtree, ""))
         if folder is not None:
-            for dirpath, dirnames, filenames in os.walk(folder):
-                dirnames[:] = [d for d in dirnames if d.lower() != ".git"]
-                base = Path(dirpath).relative_to(root).as_posix()
-                files.extend(f"{base}/{name}" for name in filenames)
+            try:
+                with dirfd.folder(root, rel.split("/")) as fd:
+                    files.extend(dirfd.files_under(fd, rel) if fd is not None else [])
+            except PathRejected:  # swapped for a symlink since resolve_folder looked
+                out.append(raw)
+                continue
         out.extend(files if files or folder is not None or subtree is not None else [rel])
     return out
 

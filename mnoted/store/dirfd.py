@@ -1,0 +1,212 @@
+"""Work-tree I/O relative to folder file descriptors: the folder checked is the folder used.
+
+Checking a path (``paths.resolve`` walks it with ``lstat``) and then opening it by name
+leaves a window in which a parent folder can be swapped for a symlink to a folder outside
+the workspace, and the open, rename or unlink then happens out there (a TOCTOU race). Here
+the parent folder is opened by walking from an anchor (the workspace root) one component
+at a time with ``O_NOFOLLOW | O_DIRECTORY`` relative to the previous folder's fd, so a
+symlink at any step is refused by the kernel (``ELOOP``/``ENOTDIR`` → :class:`PathRejected`)
+and every later operation (temp file, rename, fsync, unlink, mkdir, read) names an entry of
+that one folder. A folder swapped after it was opened is not followed either: the I/O stays
+in the folder that was checked (wherever a rename has since put it), never in a link's target.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import stat
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from mnoted.errors import PathRejected
+from mnoted.store.paths import TEMP_PREFIX
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a FIFO planted at a page's name must not block the writer thread on open.
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _step(parent: int, name: str) -> int:
+    """Open folder ``name`` inside ``parent`` without following a symlink."""
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise PathRejected(
+                f"a folder on the way ({name!r}) is a symbolic link or not a folder", path=name
+            ) from exc
+        raise
+
+
+def _walk(anchor: Path, parts: Sequence[str], *, create: bool) -> list[int] | None:
+    """The fds of ``anchor`` and each folder of ``parts`` below it (caller closes them).
+
+    None if a folder is missing and not ``create``; with ``create`` missing folders are
+    made, each fsynced into its parent so a crash cannot lose a folder holding a new file.
+    """
+    fds = [os.open(anchor, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]
+    try:
+        for name in parts:
+            try:
+                fds.append(_step(fds[-1], name))
+                continue
+            except FileNotFoundError:
+                if not create:
+                    _close(fds)
+                    return None
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, 0o755, dir_fd=fds[-1])
+                os.fsync(fds[-1])
+            fds.append(_step(fds[-1], name))
+    except BaseException:
+        _close(fds)
+        raise
+    return fds
+
+
+def _close(fds: Sequence[int]) -> None:
+    for fd in fds:
+        os.close(fd)
+
+
+def open_folder(anchor: Path, parts: Sequence[str], *, create: bool = False) -> int | None:
+    """An fd of folder ``anchor/parts...`` reached without following symlinks (None: absent)."""
+    fds = _walk(anchor, parts, create=create)
+    if fds is None:
+        return None
+    _close(fds[:-1])
+    return fds[-1]
+
+
+@contextlib.contextmanager
+def folder(anchor: Path, parts: Sequence[str], *, create: bool = False) -> Iterator[int | None]:
+    """:func:`open_folder` as a context manager that closes the fd."""
+    fd = open_folder(anchor, parts, create=create)
+    try:
+        yield fd
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def anchored(location: Path) -> tuple[Path, list[str]]:
+    """``("/", components)`` for an absolute path given without its workspace root.
+
+    Walking from ``/`` means no component of ``location`` may be a symlink: the store passes
+    paths under a workspace root that was made a real path (``Path.resolve``) when opened.
+    """
+    parts = Path(os.path.abspath(location)).parts
+    return Path(parts[0]), list(parts[1:])
+
+
+def read_at(fd: int, name: str) -> tuple[bytes, int] | None:
+    """Bytes and ``st_mode`` of regular file ``name`` in folder ``fd``; None if absent.
+
+    A symlink, a non-regular file or a file with several hard links (which could alias a
+    file outside) is refused, checked with ``fstat`` on the file actually opened.
+    """
+    try:
+        file_fd = os.open(name, _READ_FLAGS, dir_fd=fd)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise PathRejected(f"cannot read {name!r}: {exc.strerror}", path=name) from exc
+    try:
+        st = os.fstat(file_fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise PathRejected(f"{name!r} is not a regular file", path=name)
+        if st.st_nlink > 1:
+            raise PathRejected(f"{name!r} is a hard link (it may alias a file outside)", path=name)
+        chunks = []
+        while chunk := os.read(file_fd, 1 << 20):
+            chunks.append(chunk)
+    finally:
+        os.close(file_fd)
+    return b"".join(chunks), st.st_mode
+
+
+def write_at(fd: int, name: str, data: bytes, mode: int = 0o644, *, sync: bool = True) -> None:
+    """Replace ``name`` in folder ``fd`` atomically: temp file, fsync, rename, fsync folder."""
+    tmp = f"{TEMP_PREFIX}{name[:64]}-{secrets.token_hex(4)}"
+    file_fd = os.open(tmp, _TEMP_FLAGS, mode, dir_fd=fd)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(file_fd, view) :]
+            os.fchmod(file_fd, mode)  # the umask may have narrowed it
+            if sync:
+                os.fsync(file_fd)
+        finally:
+            os.close(file_fd)
+        os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=fd)
+        raise
+    if sync:
+        os.fsync(fd)
+
+
+def remove(anchor: Path, parts: Sequence[str], name: str) -> None:
+    """Unlink ``name`` if present, then drop the folders it leaves empty (as Git does).
+
+    Each folder is removed by name from its parent's fd (``rmdir`` never follows a symlink),
+    and each parent is fsynced after it lost an entry.
+    """
+    fds = _walk(anchor, parts, create=False)
+    if fds is None:
+        return
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=fds[-1])
+        os.fsync(fds[-1])
+        for i in range(len(parts), 0, -1):
+            try:
+                os.rmdir(parts[i - 1], dir_fd=fds[i - 1])
+            except OSError:
+                break
+            os.fsync(fds[i - 1])
+    finally:
+        _close(fds)
+
+
+def remove_temps(fd: int) -> list[str]:
+    """Delete this store's leftover temporary files in folder ``fd``; their names."""
+    removed = []
+    for name in os.listdir(fd):
+        if name.startswith(TEMP_PREFIX):
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=fd)
+                removed.append(name)
+    return removed
+
+
+def files_under(fd: int, prefix: str) -> list[str]:
+    """Every non-folder entry below folder ``fd`` as ``prefix/...`` (``.git`` skipped).
+
+    Subfolders are entered by fd with ``O_NOFOLLOW``, so the listing never leaves the tree
+    even if a folder is swapped for a symlink while it runs.
+    """
+    out: list[str] = []
+    with os.scandir(fd) as entries:
+        listed = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
+    for name, is_dir in listed:
+        if not is_dir:
+            out.append(f"{prefix}/{name}")
+            continue
+        if name.lower() == ".git":
+            continue
+        try:
+            child = _step(fd, name)
+        except (PathRejected, FileNotFoundError):
+            continue
+        try:
+            out.extend(files_under(child, f"{prefix}/{name}"))
+        finally:
+            os.close(child)
+    return out
