@@ -62,9 +62,7 @@ def _edges(call: Call) -> dict[str, list[dict[str, Any]]]:
     if cached is not None and cached[0] == ws.head:
         return cached[1]
     edges: dict[str, list[dict[str, Any]]] = {}
-    for doc in ws.documents():
-        if not doc.path.startswith("ai/"):
-            continue
+    for doc in ws.documents(under="ai/"):
         blob = ws.blob_id(doc.path)
         data = ws.read_blob(blob) if blob else None
         if blob is None or data is None:

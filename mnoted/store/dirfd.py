@@ -129,16 +129,32 @@ def read_at(fd: int, name: str) -> tuple[bytes, int] | None:
     return b"".join(chunks), st.st_mode
 
 
-def write_at(fd: int, name: str, data: bytes, mode: int = 0o644, *, sync: bool = True) -> None:
-    """Replace ``name`` in folder ``fd`` atomically: temp file, fsync, rename, fsync folder."""
+def write_temp(fd: int, name: str, data: bytes, mode: int = 0o644) -> tuple[str, int]:
+    """Write ``data`` to a new temporary file beside ``name`` in folder ``fd``.
+
+    Returns its name and its still open fd (nothing synced yet): the caller syncs, closes
+    and renames it, alone (:func:`write_at`) or together with others (a group's files).
+    """
     tmp = f"{TEMP_PREFIX}{name[:64]}-{secrets.token_hex(4)}"
     file_fd = os.open(tmp, _TEMP_FLAGS, mode, dir_fd=fd)
     try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(file_fd, view) :]
+        os.fchmod(file_fd, mode)  # the umask may have narrowed it
+    except BaseException:
+        os.close(file_fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=fd)
+        raise
+    return tmp, file_fd
+
+
+def write_at(fd: int, name: str, data: bytes, mode: int = 0o644, *, sync: bool = True) -> None:
+    """Replace ``name`` in folder ``fd`` atomically: temp file, fsync, rename, fsync folder."""
+    tmp, file_fd = write_temp(fd, name, data, mode)
+    try:
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(file_fd, view) :]
-            os.fchmod(file_fd, mode)  # the umask may have narrowed it
             if sync:
                 os.fsync(file_fd)
         finally:

@@ -284,10 +284,10 @@ class Workspace:
             raise NotFound(f"no document {ref!r}", ref=ref)
         return DocRef(row[2], rel)
 
-    def documents(self) -> list[DocRef]:
-        """Every document at HEAD, by path."""
+    def documents(self, under: str = "") -> list[DocRef]:
+        """Every document at HEAD (in folder ``under``, given as ``"name/"``), by path."""
         self.refresh()
-        return [DocRef(d, p) for d, p in self._side.documents()]
+        return [DocRef(d, p) for d, p in self._side.documents(under)]
 
     def blob_id(self, path: str) -> str | None:
         """The committed blob id at ``path``, or None."""
@@ -647,7 +647,7 @@ class Workspace:
     def _finish(self, entry: Entry, record: Callable[[], object]) -> None:
         """After the branch moved: write the files, ``record`` in the sidecar, drop the journal."""
         try:
-            diverged = materialize(self._repo, self.root, entry)
+            diverged = materialize(self._repo, self.root, entry, self._fresh.get)
             faults.point("files-written")
             record()
             faults.point("sidecar-updated")

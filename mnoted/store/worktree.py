@@ -8,14 +8,16 @@ workspace.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
 
 from mnoted.errors import PathRejected
-from mnoted.store import dirfd, faults, trees
+from mnoted.store import dirfd, durable, faults, trees
 from mnoted.store.journal import Entry, FileStep
 from mnoted.store.paths import normalize
 
@@ -49,50 +51,122 @@ def read_path(root: Path, rel: str) -> tuple[bytes, int] | None:
     return _read(root, rel.split("/"))
 
 
-def materialize(repo: pygit2.Repository, root: Path, entry: Entry) -> list[str]:
+@dataclass
+class _Staged:
+    """A file written under its temporary name, waiting to be synced and renamed."""
+
+    folder: int
+    tmp: str
+    name: str
+    fd: int | None
+
+
+def materialize(
+    repo: pygit2.Repository,
+    root: Path,
+    entry: Entry,
+    data_of: Callable[[str], bytes | None] | None = None,
+) -> list[str]:
     """Write the command's files where the disk still has the old content.
 
     Returns the paths left alone because someone changed them meanwhile (their edit
     wins and is committed next, as ``external``) — also when a folder on the way is now a
-    symlink: nothing is written through it.
+    symlink: nothing is written through it. The files of a group of commands are written
+    in two passes that each wait once: every file under its temporary name, all synced
+    together; then every rename, and the folders synced together. ``data_of`` gives the
+    bytes of a blob the caller still holds (None: read it from the repository).
     """
     diverged: list[str] = []
-    for step in entry.files:
-        try:
-            written = _materialize_one(repo, root, step)
-        except PathRejected:
-            written = False
-        if written is False:
-            diverged.append(step.path)
-        elif written:
+    staged: list[_Staged] = []
+    folders = _Folders(root)
+    try:
+        for step in entry.files:
+            try:
+                outcome = _prepare(repo, step, folders, data_of)
+            except PathRejected:
+                outcome = False
+            if outcome is False:
+                diverged.append(step.path)
+            elif isinstance(outcome, _Staged):
+                staged.append(outcome)
+            elif outcome:
+                faults.point("file-written")
+        durable.sync_fds([s.fd for s in staged if s.fd is not None])
+        for s in staged:
+            assert s.fd is not None
+            os.close(s.fd)
+            s.fd = None
+            os.rename(s.tmp, s.name, src_dir_fd=s.folder, dst_dir_fd=s.folder)
+            s.tmp = ""
             faults.point("file-written")
+        durable.sync_fds(list({s.folder for s in staged}))
+    finally:
+        for s in staged:
+            if s.fd is not None:
+                os.close(s.fd)
+            if s.tmp:
+                with contextlib.suppress(OSError):
+                    os.unlink(s.tmp, dir_fd=s.folder)
+        folders.close()
     return diverged
 
 
-def _materialize_one(repo: pygit2.Repository, root: Path, step: FileStep) -> bool | None:
-    """Bring one path to the command's content: True if written or removed, None if it
-    already was, False if the disk holds a third version."""
-    *folders, name = normalize(step.path, config_ok=True).split("/")
-    fd = dirfd.open_folder(root, folders)
-    try:
-        state = None if fd is None else dirfd.read_at(fd, name)
-        on_disk = str(pygit2.hash(state[0])) if state is not None else None
-        if on_disk == step.new:
-            return None
-        if on_disk != step.old:
-            return False
-        if step.new is None:
-            if fd is not None:
-                dirfd.remove(root, folders, name)
-            return True
+class _Folders:
+    """Folder fds opened while writing one entry, each folder opened once."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._by_path: dict[tuple[str, ...], int] = {}
+        self._opened: list[int] = []
+
+    def get(self, parts: Sequence[str], *, create: bool = False) -> int | None:
+        key = tuple(parts)
+        fd = self._by_path.get(key)
         if fd is None:
-            fd = dirfd.open_folder(root, folders, create=True)
-            assert fd is not None
+            fd = dirfd.open_folder(self.root, parts, create=create)
+            if fd is not None:
+                self._by_path[key] = fd
+                self._opened.append(fd)
+        return fd
+
+    def forget(self) -> None:
+        """After a removal (which may drop empty folders): open folders afresh."""
+        self._by_path.clear()
+
+    def close(self) -> None:
+        for fd in self._opened:
+            os.close(fd)
+
+
+def _prepare(
+    repo: pygit2.Repository,
+    step: FileStep,
+    folders: _Folders,
+    data_of: Callable[[str], bytes | None] | None,
+) -> _Staged | bool | None:
+    """Check one path and start its write: a :class:`_Staged` file, True if removed, None if
+    it already has the content, False if the disk holds a third version."""
+    *parts, name = normalize(step.path, config_ok=True).split("/")
+    fd = folders.get(parts)
+    state = None if fd is None else dirfd.read_at(fd, name)
+    on_disk = str(pygit2.hash(state[0])) if state is not None else None
+    if on_disk == step.new:
+        return None
+    if on_disk != step.old:
+        return False
+    if step.new is None:
+        if fd is not None:
+            dirfd.remove(folders.root, parts, name)
+            folders.forget()
+        return True
+    if fd is None:
+        fd = folders.get(parts, create=True)
+        assert fd is not None
+    data = data_of(step.new) if data_of is not None else None
+    if data is None:
         blob = repo[step.new]
         assert isinstance(blob, pygit2.Blob)
-        mode = 0o755 if step.mode == trees.EXECUTABLE else 0o644
-        dirfd.write_at(fd, name, bytes(blob.data), mode)
-        return True
-    finally:
-        if fd is not None:
-            os.close(fd)
+        data = bytes(blob.data)
+    mode = 0o755 if step.mode == trees.EXECUTABLE else 0o644
+    tmp, file_fd = dirfd.write_temp(fd, name, data, mode)
+    return _Staged(fd, tmp, name, file_fd)

@@ -185,3 +185,18 @@ def test_a_pull_with_a_merge_commit_is_indexed_like_a_rebuild(ws: Workspace) -> 
     ws.apply(M, [Write("from-remote.md", b"# Edited after the pull\n")])
     ws.idle()
     assert git(root, "status", "--porcelain") == ""
+
+
+def test_documents_of_one_folder(ws: Workspace) -> None:
+    ws.apply(
+        CommandMeta("page.create", actor="hermes"),
+        [
+            Write("ai/notes/a.md", b"a\n"),
+            Write("ai/b.md", b"b\n"),
+            Write("aim.md", b"c\n"),
+            Write("ai.md", b"d\n"),
+            Write("notes/ai/e.md", b"e\n"),
+        ],
+    )
+    assert [d.path for d in ws.documents(under="ai/")] == ["ai/b.md", "ai/notes/a.md"]
+    assert {"aim.md", "ai.md", "notes/ai/e.md"} <= {d.path for d in ws.documents()}
