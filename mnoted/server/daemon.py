@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import hmac
 import logging
 import os
@@ -297,6 +298,10 @@ def _runner_status(runner: WorkspaceRunner) -> dict[str, Any]:
     return {"head": ws.head, "branch": ws.branch, "pendingChanges": len(ws.scan_changes())}
 
 
+GC_THRESHOLDS = (50_000, 20, 100)
+"""Cycle-collector generation thresholds (the default is 700, 10, 10); see :func:`run`."""
+
+
 def run(config: DaemonConfig) -> int:
     """Run the daemon in the foreground until SIGTERM or SIGINT."""
     logging.basicConfig(
@@ -310,6 +315,11 @@ def run(config: DaemonConfig) -> int:
     token = owner_token(config_dir(), create=True)
     assert token is not None
     daemon = Daemon(config, token)
+    # Parsed pages are tens of thousands of small objects each; with the default
+    # thresholds the cycle collector walks them all many times per edit of a big page.
+    # The modules loaded so far never become garbage: keep them out of its walks too.
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
     try:
         asyncio.run(daemon.serve())
     except MnoteError as exc:
