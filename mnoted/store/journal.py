@@ -1,6 +1,8 @@
 """The command journal: a command's full intent, made durable before it touches anything.
 
-One file, ``.mnote/state/command.journal``, because the store applies one command at a time.
+One file, ``.mnote/state/command.journal``, because the store lands one command (or one
+group of commands, journaled as their base, their last commit and each path's blob before
+and after the group) at a time.
 It names the branch, the parent commit, the new commit (already written to the object
 database) and, per path, the blob before and after. After a crash, recovery uses it to
 complete the command (the ref and the files are set from these objects) or to drop it.
