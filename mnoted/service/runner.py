@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import queue
 import threading
 import time
@@ -314,7 +315,7 @@ class WorkspaceRunner:
         """Say so when a new file stays uncommitted because it is over the size limit."""
         assert self.ws is not None
         try:
-            size = (self.root / path).stat().st_size
+            size = os.lstat(self.root / path).st_size  # never through a symlink
         except (OSError, ValueError):
             return
         limit = self.ws.config.max_file_bytes
@@ -355,7 +356,7 @@ class WorkspaceRunner:
                 continue
             if self.watcher is not None and self.watcher.is_pending(path):
                 continue
-            if (self.ws.blob_id(path) is None) == (self.root / path).exists():
+            if (self.ws.blob_id(path) is None) == os.path.lexists(self.root / path):
                 out.append(path)
         return out
 

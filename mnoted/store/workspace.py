@@ -11,8 +11,8 @@ A command goes: commit pending external edits of its paths → write blobs, tree
 the changed paths) and the commit object, then sync them → journal → compare-and-swap the
 branch → write the files atomically → record it in the sidecar → drop the journal. Inside
 :meth:`Workspace.group` commands are staged one on another and land together (one sync of
-their objects, one journal entry, one compare-and-swap, their files synced together). The Git index is refreshed
-for those paths when the daemon is idle (:meth:`Workspace.idle`).
+their objects, one journal entry, one compare-and-swap, their files synced together). The Git
+index is refreshed for those paths when the daemon is idle (:meth:`Workspace.idle`).
 """
 
 from __future__ import annotations
