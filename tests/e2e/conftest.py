@@ -33,10 +33,12 @@ class DaemonProcess:
         }
         self.proc: subprocess.Popen[str] | None = None
         self.log = base / "daemon.log"
+        self.prefix: list[str] = []  # run the daemon under a wrapper (e.g. `unshare -U -r ...`)
 
     def start(self, *extra: str) -> None:
         self.proc = subprocess.Popen(
             [
+                *self.prefix,
                 sys.executable,
                 "-m",
                 "mnoted.cli.main",
