@@ -102,7 +102,7 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
 
     async def workspaces(request: web.Request) -> web.Response:
         actor = request[ACTOR]
-        return web.json_response({"workspaces": daemon.workspace_status(actor)})
+        return web.json_response({"workspaces": await daemon.workspace_status(actor)})
 
     async def tools(request: web.Request) -> web.Response:
         actor = request[ACTOR]

@@ -188,13 +188,20 @@ class Daemon:
             "socket": str(self.config.socket),
         }
 
-    def workspace_status(self, actor: Actor) -> list[dict[str, Any]]:
+    async def workspace_status(self, actor: Actor) -> list[dict[str, Any]]:
+        """Each workspace's state; awaited, so a long commit never stalls other requests."""
         out = []
-        for wid, runner in self.runners.items():
+        for wid, runner in list(self.runners.items()):
             if actor.workspace_id not in (None, wid):
                 continue
             health = runner.watcher.health() if runner.watcher else None
-            status = runner.submit(partial(_runner_status, runner)).result(timeout=30)
+            try:
+                status = await asyncio.wait_for(
+                    asyncio.wrap_future(runner.submit(partial(_runner_status, runner))),
+                    self.config.limits.request_seconds,
+                )
+            except TimeoutError:  # the workspace's thread is still busy (a huge commit)
+                status = {"head": None, "branch": None, "pendingChanges": None, "busy": True}
             out.append(
                 {
                     "workspaceId": wid,

@@ -231,7 +231,12 @@ class WorkspaceRunner:
         debounce = DebounceConfig(
             quiet_period=self.config.quiet_seconds, max_delay=self.config.max_delay_seconds
         )
-        config = WatcherConfig(debounce=debounce, fallback_interval=self.config.reconcile_every)
+        config = WatcherConfig(
+            debounce=debounce,
+            # a degraded watcher (folders over the watch limit) is backed by a full pass
+            # this often; every 5 minutes would leave edits there uncommitted that long
+            fallback_interval=min(self.config.reconcile_every, FALLBACK_SECONDS),
+        )
         ignore = IgnoreRules(self._git_ignored())
         self.watcher = Watcher(self.root, _Sink(self), config=config, ignore=ignore)
         self.watcher.start()
@@ -373,6 +378,9 @@ class WorkspaceRunner:
     def reconcile(self, reason: str = "requested") -> Future[int]:
         return self.submit(lambda: self._reconcile(reason))
 
+
+FALLBACK_SECONDS = 30.0
+"""Full passes of a degraded or failed watcher (see ``docs/sync.md``)."""
 
 MAX_GROUP = 64
 """Calls landed together at most (their files are written with one wait each way)."""

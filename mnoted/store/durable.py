@@ -39,19 +39,26 @@ def sync_fds(fds: Sequence[int]) -> None:
         done.result()
 
 
+CHUNK = 256
+"""Files open at once while syncing: a commit of 75,000 new files must not hit the
+process's file limit (1,024 under systemd by default)."""
+
+
 def sync_paths(paths: Iterable[Path]) -> None:
     """fsync files and folders by path (a path that no longer exists is skipped)."""
-    fds: list[int] = []
-    try:
-        for path in dict.fromkeys(paths):
-            try:
-                fds.append(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC))
-            except FileNotFoundError:
-                continue
-        sync_fds(fds)
-    finally:
-        for fd in fds:
-            os.close(fd)
+    unique = list(dict.fromkeys(paths))
+    for start in range(0, len(unique), CHUNK):
+        fds: list[int] = []
+        try:
+            for path in unique[start : start + CHUNK]:
+                try:
+                    fds.append(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC))
+                except FileNotFoundError:
+                    continue
+            sync_fds(fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
 
 
 def object_paths(gitdir: Path, oids: Iterable[str]) -> list[Path]:

@@ -41,6 +41,24 @@ def current_branch(gitdir: Path) -> str:
     return head[5:]
 
 
+def stamp(gitdir: Path, refname: str) -> tuple[tuple[int, int, int, int] | None, ...]:
+    """Stat data of ``HEAD``, ``refname`` and ``packed-refs``: equal stamps, same HEAD.
+
+    Git replaces a ref by renaming a lock file over it (a new inode), so a moved branch
+    or a switched HEAD always changes the stamp; three ``stat`` calls cost less than
+    reading the files each time the store looks.
+    """
+    out: list[tuple[int, int, int, int] | None] = []
+    for rel in ("HEAD", refname, "packed-refs"):
+        try:
+            st = os.stat(gitdir / rel)
+        except OSError:
+            out.append(None)
+        else:
+            out.append((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+    return tuple(out)
+
+
 def read_ref(gitdir: Path, refname: str) -> str | None:
     """The commit id ``refname`` names (loose file first, then packed-refs), or None."""
     try:

@@ -77,10 +77,22 @@ def materialize(
     bytes of a blob the caller still holds (None: read it from the repository).
     """
     diverged: list[str] = []
+    for start in range(0, len(entry.files), durable.CHUNK):  # bounded open files
+        diverged += _write_files(repo, root, entry.files[start : start + durable.CHUNK], data_of)
+    return diverged
+
+
+def _write_files(
+    repo: pygit2.Repository,
+    root: Path,
+    steps: Sequence[FileStep],
+    data_of: Callable[[str], bytes | None] | None,
+) -> list[str]:
+    diverged: list[str] = []
     staged: list[_Staged] = []
     folders = _Folders(root)
     try:
-        for step in entry.files:
+        for step in steps:
             try:
                 outcome = _prepare(repo, step, folders, data_of)
             except PathRejected:

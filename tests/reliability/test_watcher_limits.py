@@ -348,12 +348,6 @@ def test_a_low_max_user_watches_degrades_and_reconciliation_commits_unwatched_fo
 SERVICE_NOFILE = 1024  # systemd's default soft RLIMIT_NOFILE, which systemd/mnoted.service keeps
 
 
-@pytest.mark.xfail(
-    reason="mnoted.store.durable.sync_paths opens every new object file (and folder) before it "
-    "fsyncs them: one external commit of more new files than RLIMIT_NOFILE fails with EMFILE",
-    raises=AssertionError,
-    strict=False,
-)
 def test_a_checkout_of_thousands_of_files_under_the_service_file_limit_is_committed() -> None:
     files = 3 * SERVICE_NOFILE
 
