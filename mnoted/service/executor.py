@@ -404,8 +404,7 @@ class Service:
         )
         response = self._ok(call, result, audit)
         if key:
-            stored = {"result": response.result, "audit": response.audit.model_dump(mode="json")}
-            ws.idempotency.record(key, digest, json.dumps(stored))
+            _keep(ws, key, digest, response)
         from mnoted.service import review
 
         ws.after_landing(
@@ -458,8 +457,7 @@ class Service:
             replayed=True,
         )
         response = self._ok(call, result, audit)
-        stored = {"result": response.result, "audit": response.audit.model_dump(mode="json")}
-        ws.idempotency.record(record.key, digest, json.dumps(stored))
+        _keep(ws, record.key, digest, response)
         return response
 
     def landed(
@@ -519,8 +517,7 @@ class Service:
         )
         response = self._ok(call, {**session, "reviewSessionId": session["sessionId"]}, audit)
         if committed and key:
-            stored = {"result": response.result, "audit": response.audit.model_dump(mode="json")}
-            call.ws.idempotency.record(key, digest, json.dumps(stored))
+            _keep(call.ws, key, digest, response)
         return response
 
     def accept_hash(self, call: Call) -> str:
@@ -555,6 +552,12 @@ class Service:
             f"applied on revision {loaded.revision[:12]}: the page changed since "
             f"{base[:12]}, but not in the blocks this edit touches"
         )
+
+
+def _keep(ws: Workspace, key: str, digest: str, response: ToolResponse) -> None:
+    """Keep a write's answer with its idempotency record, to replay it as it was."""
+    stored = {"result": response.result, "audit": response.audit.model_dump(mode="json")}
+    ws.idempotency.record(key, digest, json.dumps(stored))
 
 
 def approval_required(actor: Actor, ws: Workspace, spec: ToolSpec) -> bool:
