@@ -29,6 +29,7 @@ from mnoted.service.file_tools import GRANTS, GRANTS_BY_PATH, grant_meta, read_g
 from mnoted.service.review import close_store
 from mnoted.store import Maintainer, Workspace
 from mnoted.sync import (
+    ABSENT,
     ChangeKind,
     DebounceConfig,
     IgnoreRules,
@@ -239,6 +240,10 @@ class WorkspaceRunner:
         )
         ignore = IgnoreRules(self._git_ignored())
         self.watcher = Watcher(self.root, _Sink(self), config=config, ignore=ignore)
+        own = self.watcher.own_writes
+        # The store's own writes come back as events; the watcher drops those whose file
+        # still holds what the store wrote (no commit to check, no rescan for renames).
+        self.ws.on_write = lambda path, blob: own.expect(path, blob if blob else ABSENT)
         self.watcher.start()
 
     def _git_ignored(self) -> Callable[[str], bool]:

@@ -111,6 +111,9 @@ class Workspace:
         self._closed = False
         self._group: _Group | None = None
         self._ref_stamp: object = None  # refs.stamp when HEAD was last read
+        self.on_write: Callable[[str, str | None], object] | None = None
+        """Told each path and blob id (None: removed) just before the store writes it, so a
+        watcher can recognise the store's own writes (``sync.OwnWrites``)."""
         # Bytes of the blobs staged and not yet landed: read back without inflating them.
         self._fresh: dict[str, bytes] = {}
 
@@ -659,6 +662,9 @@ class Workspace:
     def _finish(self, entry: Entry, record: Callable[[], object]) -> None:
         """After the branch moved: write the files, ``record`` in the sidecar, drop the journal."""
         try:
+            if self.on_write is not None:
+                for step in entry.files:
+                    self.on_write(step.path, step.new)
             diverged = materialize(self._repo, self.root, entry, self._fresh.get)
             faults.point("files-written")
             record()

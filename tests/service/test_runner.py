@@ -192,3 +192,22 @@ def test_odd_files_are_committed_untouched_or_skipped_with_a_warning(
     (root / "huge.md").write_bytes(b"x" * (runner.ws.config.max_file_bytes + 1))
     wait_for(lambda: any(e["type"] == "skipped" for e in seen))
     assert "huge.md" not in git(root, "ls-files")
+
+
+def test_own_writes_come_back_from_the_watcher_as_nothing(runner: WorkspaceRunner) -> None:
+    before = runner.external_commits
+    commits_before = commits(runner.root)
+    resp = call(
+        runner,
+        "mnote.doc.markdown_edit",
+        documentId="plan.md",
+        idempotencyKey="own-1",
+        dryRun=False,
+        args={"operations": [{"search": "First paragraph.", "replace": "First, edited."}]},
+    )
+    assert resp["ok"], resp
+    assert runner.watcher is not None
+    wait_for(lambda: runner.watcher.health().own_writes_dropped >= 1)
+    time.sleep(0.3)
+    assert runner.external_commits == before
+    assert commits(runner.root) == commits_before + 1
