@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from mnoted.core.page import Page, name_stem, parse_page
+from mnoted.core.page import name_stem, parse_page
 from mnoted.errors import PermissionDenied
 from mnoted.service.executor import WritePlan, handles
 from mnoted.store import Change, Write
@@ -62,12 +62,10 @@ def _edges(call: Call) -> dict[str, list[dict[str, Any]]]:
     if cached is not None and cached[0] == ws.head:
         return cached[1]
     edges: dict[str, list[dict[str, Any]]] = {}
-    for doc in ws.documents(under="ai/"):
-        blob = ws.blob_id(doc.path)
-        data = ws.read_blob(blob) if blob else None
-        if blob is None or data is None:
+    for doc, blob, _ in ws.listing(under="ai/"):
+        page = call.service.pages.at_blob(ws, doc, blob)
+        if page is None:
             continue
-        page: Page = call.service.pages.page_for(ws, doc, blob, data)
         source = page.meta.get("source")
         if isinstance(source, str) and page.meta.get(KIND_KEY):
             edges.setdefault(source, []).append(

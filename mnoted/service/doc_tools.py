@@ -118,16 +118,12 @@ def workspace_list(call: Call) -> dict[str, Any]:
     needle = (args.query or "").casefold()
     pages: list[dict[str, Any]] = []
     truncated = False
-    for doc in sorted(ws.documents(), key=lambda d: d.path):
-        if folder and not doc.path.startswith(folder + "/"):
-            continue
+    for doc, blob, revision in ws.listing(under=f"{folder}/" if folder else ""):
         if not call.actor.may_access(doc.path):
             continue
-        blob = ws.blob_id(doc.path)
-        data = ws.read_head(doc.path)
-        if blob is None or data is None:
+        page = call.service.pages.at_blob(ws, doc, blob)
+        if page is None:
             continue
-        page = call.service.pages.page_for(ws, doc, blob, data)
         if needle and needle not in doc.path.casefold() and needle not in page.title.casefold():
             continue
         if len(pages) >= args.limit:
@@ -138,7 +134,7 @@ def workspace_list(call: Call) -> dict[str, Any]:
                 "documentId": doc.document_id,
                 "path": doc.path,
                 "title": page.title,
-                "revision": ws.revision_of(doc.path),
+                "revision": revision,
             }
         )
     return {"workspaceId": ws.workspace_id, "pages": pages, "truncated": truncated}

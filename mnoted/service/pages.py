@@ -46,6 +46,16 @@ class PageCache:
         while len(self._pages) > _CACHE_SIZE:
             self._pages.popitem(last=False)
 
+    def at_blob(self, ws: Workspace, doc: DocRef, blob: str) -> Page | None:
+        """The page of ``blob`` at ``doc``'s path: from the cache (the blob is not read
+        again), else read and parsed; None if the repository lacks the blob."""
+        page = self._pages.get((blob, doc.path))
+        if page is not None:
+            self._pages.move_to_end((blob, doc.path))
+            return page
+        data = ws.read_blob(blob)
+        return None if data is None else self.page_for(ws, doc, blob, data)
+
     def page_for(self, ws: Workspace, doc: DocRef, blob: str, data: bytes) -> Page:
         """The page of ``data`` (blob ``blob``) with stable ids."""
         key = (blob, doc.path)
@@ -93,12 +103,9 @@ class PageCache:
         blob = ws.blob_id(doc.path)
         if blob is None:
             raise NotFound(f"no document {ref!r}", ref=ref)
-        page = self._pages.get((blob, doc.path))
-        if page is None:  # not parsed yet: read the blob (a cached page never re-reads it)
-            data = ws.read_blob(blob)
-            if data is None:
-                raise NotFound(f"no document {ref!r}", ref=ref)
-            page = self.page_for(ws, doc, blob, data)
+        page = self.at_blob(ws, doc, blob)
+        if page is None:
+            raise NotFound(f"no document {ref!r}", ref=ref)
         return LoadedPage(doc, page, blob, ws.revision_of(doc.path))
 
     def at_revision(self, ws: Workspace, doc: DocRef, revision: str) -> Page | None:

@@ -161,14 +161,15 @@ class Sidecar:
     def drop_file(self, path: str) -> None:
         self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
 
-    def documents(self, under: str = "") -> list[tuple[str, str]]:
-        """``(doc_id, path)`` of every tracked document (whose path starts with ``under``)."""
+    def documents(self, under: str = "") -> list[tuple[str, str, str, str]]:
+        """``(doc_id, path, blob, revision)`` of every tracked document whose path starts
+        with ``under``, by path."""
         # A range on the primary key: a folder of a 100,000-page workspace costs its own size.
         upper = under[:-1] + chr(ord(under[-1]) + 1) if under else "\U0010ffff"
         return [
-            (str(d), str(p))
-            for p, d in self.conn.execute(
-                "SELECT path, doc_id FROM files WHERE path >= ? AND path < ? "
+            (str(d), str(p), str(b), str(r))
+            for p, d, b, r in self.conn.execute(
+                "SELECT path, doc_id, blob, revision FROM files WHERE path >= ? AND path < ? "
                 "AND doc_id IS NOT NULL ORDER BY path",
                 (under, upper),
             )

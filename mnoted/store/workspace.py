@@ -301,8 +301,12 @@ class Workspace:
 
     def documents(self, under: str = "") -> list[DocRef]:
         """Every document at HEAD (in folder ``under``, given as ``"name/"``), by path."""
+        return [doc for doc, _, _ in self.listing(under)]
+
+    def listing(self, under: str = "") -> list[tuple[DocRef, str, str]]:
+        """Every document at HEAD (in folder ``under``) with its blob id and revision."""
         self.refresh()
-        return [DocRef(d, p) for d, p in self._side.documents(under)]
+        return [(DocRef(d, p), b, r) for d, p, b, r in self._side.documents(under)]
 
     def blob_id(self, path: str) -> str | None:
         """The committed blob id at ``path``, or None."""
