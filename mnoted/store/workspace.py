@@ -279,9 +279,43 @@ class Workspace:
         branch = refs.current_branch(self.gitdir)
         head = refs.read_ref(self.gitdir, branch)
         moved = branch != self._branch or head != self._head
+        if moved and branch == self._branch and self._head is not None:
+            self._keep_if_rewound(self._head, head)
         self._branch, self._head = branch, head
         indexer.advance(self._repo, self._side, head, branch)
         return moved
+
+    def _keep_if_rewound(self, old: str, new: str | None) -> None:
+        """Keep mnoted's commits reachable when someone moves the branch back over them.
+
+        A ``git reset``, or a ``git pull`` whose merge fails and restores the commit it
+        started from, can move the branch back over commits mnoted made (and acknowledged)
+        in the meantime. mnoted does not move it forward again (the person may have meant
+        it), but it keeps them under ``refs/mnote/rewound/<commit>`` so no acknowledged
+        commit becomes unreachable; ``git log --all`` shows them.
+        """
+        if new is not None and self._repo.descendant_of(pygit2.Oid(hex=new), pygit2.Oid(hex=old)):
+            return
+        stop = None
+        if new is not None:
+            base = self._repo.merge_base(pygit2.Oid(hex=old), pygit2.Oid(hex=new))
+            stop = str(base) if base is not None else None
+        commit: pygit2.Commit | None = self._repo[old]  # type: ignore[assignment]
+        for _ in range(10_000):
+            if commit is None or str(commit.id) == stop:
+                return
+            if commit.committer.email == COMMITTER.email:
+                self._repo.references.create(f"refs/mnote/rewound/{old}", old, force=True)
+                log.warning(
+                    "%s moved back from %s to %s over commits of mnoted; they are kept "
+                    "under refs/mnote/rewound/%s",
+                    self._branch,
+                    old[:12],
+                    (new or "nothing")[:12],
+                    old,
+                )
+                return
+            commit = commit.parents[0] if commit.parents else None
 
     # reading ------------------------------------------------------------------------------
     def resolve(self, ref: str) -> DocRef:

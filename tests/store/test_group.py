@@ -177,3 +177,22 @@ def test_an_empty_group_changes_nothing(ws: Workspace) -> None:
     with ws.group():
         ws.read_head(".gitignore")
     assert head(ws.root) == before
+
+
+def test_commits_of_mnoted_rewound_by_someone_stay_reachable(ws: Workspace) -> None:
+    ws.apply(meta(1), [Write("a.md", b"one\n")])
+    ws.idle()
+    kept = ws.apply(meta(2), [Write("a.md", b"two\n")])
+    ws.idle()
+    git(ws.root, "reset", "-q", "--hard", "HEAD~1")  # or a failed `git pull` restoring HEAD
+    ws.refresh()
+    assert git(ws.root, "rev-parse", f"refs/mnote/rewound/{kept.commit}").strip() == kept.commit
+    assert kept.command_id in git(ws.root, "log", "--all", "--format=%B")
+    # the person's own commits rewound by the person leave no such ref
+    (ws.root / "mine.md").write_text("mine\n")
+    git(ws.root, "add", "mine.md")
+    git(ws.root, "commit", "-q", "-m", "mine")
+    ws.refresh()
+    git(ws.root, "reset", "-q", "--hard", "HEAD~1")
+    ws.refresh()
+    assert git(ws.root, "for-each-ref", "refs/mnote/rewound").count("\n") == 1
