@@ -13,6 +13,7 @@ from typing import Any
 
 _WHERE = {
     "Block": "blocks",
+    "blob_id": "blob",
     "BLOCK_COMMANDS": "names",
     "EditResult": "commands",
     "apply_block_command": "commands",

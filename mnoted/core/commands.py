@@ -57,30 +57,44 @@ class EditResult:
 def _common_ends(a: Source, b: Source) -> tuple[int, int]:
     """How many lines ``a`` and ``b`` share at their head and at their tail.
 
-    Found by bisection on list slices, so the comparisons run in C: a one-line edit of a
-    1 MB page costs a few slice compares, not 30,000 Python-level ones.
+    Compared a chunk of lines at a time (the comparison runs in C, and unchanged lines are
+    the very same string objects), then line by line inside the first chunk that differs:
+    a one-line edit of a 1 MB page costs about one pass over the line lists.
     """
     n = min(len(a), len(b))
+    head = _shared(a.lines, a.ends, b.lines, b.ends, n, forward=True)
+    tail = _shared(a.lines, a.ends, b.lines, b.ends, n - head, forward=False)
+    return head, tail
 
-    def same(i: int, j: int, k: int) -> bool:  # a[i:i+k] == b[j:j+k], text and endings
-        return a.lines[i : i + k] == b.lines[j : j + k] and a.ends[i : i + k] == b.ends[j : j + k]
 
-    lo, hi = 0, n
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if same(0, 0, mid):
-            lo = mid
+def _shared(
+    la: Sequence[str],
+    ea: Sequence[str],
+    lb: Sequence[str],
+    eb: Sequence[str],
+    limit: int,
+    *,
+    forward: bool,
+) -> int:
+    """Lines equal (text and ending) from the start (or the end) of both, at most ``limit``."""
+    na, nb = len(la), len(lb)
+
+    def span(k: int, size: int) -> bool:  # the ``size`` lines after the first ``k`` agree
+        if forward:
+            return la[k : k + size] == lb[k : k + size] and ea[k : k + size] == eb[k : k + size]
+        ia, ib = na - k - size, nb - k - size
+        return la[ia : na - k] == lb[ib : nb - k] and ea[ia : na - k] == eb[ib : nb - k]
+
+    k, chunk = 0, 1024
+    while k < limit:
+        size = min(chunk, limit - k)
+        if span(k, size):
+            k += size
+        elif size == 1:
+            break
         else:
-            hi = mid - 1
-    head = lo
-    lo, hi = 0, n - head
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if same(len(a) - mid, len(b) - mid, mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return head, lo
+            chunk = max(1, size // 16)
+    return k
 
 
 def _diff_lines(src: Source, start: int, stop: int) -> list[str]:

@@ -65,7 +65,13 @@ class Source:
 
     @cached_property
     def text(self) -> str:
-        return "".join(map(operator.add, self.lines, self.ends))
+        ends = self.ends
+        if ends:
+            nl = ends[0]
+            last_open = ends[-1] == ""
+            if nl and ends.count(nl) == len(ends) - last_open:  # one ending throughout
+                return nl.join(self.lines) + ("" if last_open else nl)
+        return "".join(map(operator.add, self.lines, ends))
 
     @cached_property
     def normalized(self) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pygit2
 
+from mnoted.core.blob import blob_id
 from mnoted.errors import Conflict, InvalidArguments, NotFound, PathRejected, TooLarge
 from mnoted.store import dirfd, trees
 from mnoted.store.config import WorkspaceConfig
@@ -128,7 +129,7 @@ def disk_changes(
         data, mode = state
         if skip_untracked and len(data) > config.max_file_bytes:
             continue
-        if entry is not None and entry[0] == str(pygit2.hash(data)) and entry[1] == mode:
+        if entry is not None and entry[0] == blob_id(data) and entry[1] == mode:
             continue
         out.append(Target(rel, data, mode))
     return out

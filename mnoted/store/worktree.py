@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pygit2
 
+from mnoted.core.blob import blob_id
 from mnoted.errors import PathRejected
 from mnoted.store import dirfd, durable, faults, trees
 from mnoted.store.journal import Entry, FileStep
@@ -161,7 +162,7 @@ def _prepare(
     *parts, name = normalize(step.path, config_ok=True).split("/")
     fd = folders.get(parts)
     state = None if fd is None else dirfd.read_at(fd, name)
-    on_disk = str(pygit2.hash(state[0])) if state is not None else None
+    on_disk = blob_id(state[0]) if state is not None else None
     if on_disk == step.new:
         return None
     if on_disk != step.old:

@@ -21,6 +21,7 @@ import stat
 import threading
 from dataclasses import dataclass
 
+from mnoted.core.blob import blob_id
 from mnoted.sync.debounce import ChangeKind, SettledChange
 
 __all__ = ["ABSENT", "OwnWrites", "blob_id", "read_blob_id"]
@@ -38,13 +39,6 @@ ABSENT = _Absent()
 Content = str | _Absent
 
 _CHUNK = 1 << 20
-
-
-def blob_id(data: bytes) -> str:
-    """Git's blob id of ``data`` (what ``pygit2.hash(data)`` returns, as hex)."""
-    digest = hashlib.sha1(b"blob %d\0" % len(data), usedforsecurity=False)
-    digest.update(data)
-    return digest.hexdigest()
 
 
 def read_blob_id(path: str) -> Content | None:
