@@ -39,7 +39,17 @@ from mnoted.errors import (
     StorageError,
     WorkspaceInvalid,
 )
-from mnoted.store import durable, faults, gitindex, gitlock, indexer, message, refs, trees
+from mnoted.store import (
+    durable,
+    faults,
+    gitindex,
+    gitlock,
+    indexer,
+    loose,
+    message,
+    refs,
+    trees,
+)
 from mnoted.store.atomic import make_dirs, remove_temp_files, write_atomic
 from mnoted.store.bootstrap import (
     EXTERNAL_ACTOR,
@@ -644,7 +654,10 @@ class Workspace:
                 entries[t.path] = None
                 steps.append(FileStep(t.path, old[0] if old else None, None, t.mode))
             else:
-                blob = self._repo.create_blob(t.data)
+                if len(t.data) >= loose.STORED_FROM:
+                    blob = pygit2.Oid(hex=loose.write_blob(self.gitdir / "objects", t.data))
+                else:
+                    blob = self._repo.create_blob(t.data)
                 self._fresh[str(blob)] = t.data
                 objects.append(blob)
                 entries[t.path] = (blob, t.mode)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -196,3 +197,29 @@ def test_commits_of_mnoted_rewound_by_someone_stay_reachable(ws: Workspace) -> N
     git(ws.root, "reset", "-q", "--hard", "HEAD~1")
     ws.refresh()
     assert git(ws.root, "for-each-ref", "refs/mnote/rewound").count("\n") == 1
+
+
+def test_a_large_blob_is_stored_uncompressed_and_reads_back_everywhere(tmp_path: Path) -> None:
+    root = tmp_path / "notes"
+    Workspace.init(root).close()
+    big = b"".join(b"line %d of a large page\n" % i for i in range(30_000))  # ~800 KB
+    with Workspace.open(root) as ws:
+        result = ws.apply(meta(1), [Write("big.md", big)])
+        oid = git(root, "rev-parse", "HEAD:big.md").strip()
+        loose_file = root / ".git" / "objects" / oid[:2] / oid[2:]
+        assert loose_file.stat().st_size > len(big)  # stored, not deflated
+        assert not list(loose_file.parent.glob("tmp_obj_*"))
+        ws.idle()
+    assert (root / "big.md").read_bytes() == big
+    assert subprocess.run(
+        ["git", "-C", str(root), "cat-file", "blob", oid], capture_output=True, check=True
+    ).stdout == big
+    git(root, "fsck", "--strict")
+    with Workspace.open(root) as ws:  # read back by libgit2, from the loose file, then packed
+        assert ws.read_head("big.md") == big
+        ws.maintenance()
+        assert not loose_file.exists()
+        assert ws.read_blob(oid) == big
+        again = ws.apply(meta(2), [Write("big.md", big + b"more\n")])
+        assert again.parent == result.commit
+    assert_clean(root)
