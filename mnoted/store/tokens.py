@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import secrets
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,21 +38,38 @@ class TokenRecord:
     revoked: bool = False
 
 
+_Stamp = tuple[int, int, int, int]
+_LOADED: dict[Path, tuple[_Stamp, list[TokenRecord]]] = {}
+"""Parsed token files by path, with the stat data they were read at (every request of an
+agent looks its token up; the file is parsed again only when it changed)."""
+
+
 class TokenStore:
-    """The token file of one workspace (read on every lookup, so revocation is immediate)."""
+    """The token file of one workspace (checked on every lookup, so revocation is immediate:
+    the file is replaced by a rename, which changes its stat data)."""
 
     def __init__(self, state_dir: Path) -> None:
         self.path = state_dir / TOKENS_FILE
 
     def _load(self) -> list[TokenRecord]:
         try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return []
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        known = _LOADED.get(self.path)
+        if known is not None and known[0] == stamp:
+            return list(known[1])
+        try:
             raw = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return []
-        return [
+        records = [
             TokenRecord(**{**r, "scopes": tuple(r["scopes"]), "grants": tuple(r["grants"])})
             for r in raw.get("tokens", [])
         ]
+        _LOADED[self.path] = (stamp, records)
+        return list(records)
 
     def _save(self, records: list[TokenRecord]) -> None:
         data = json.dumps({"tokens": [asdict(r) for r in records]}, indent=2).encode("utf-8")
