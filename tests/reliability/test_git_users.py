@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -114,6 +115,7 @@ def test_users_git_while_agents_write_loses_no_acknowledged_commit(
             ["commit", "-q", "-m", "my own commit", "--", "mine.md"],
             ["gc", "-q"],
             ["pull", "-q", "--no-rebase", "--no-edit", str(clone), "main"],
+            ["checkout", "-q", "-b", "side"],  # the agent's next writes land on `side`
         ):
             for _ in range(
                 20
@@ -138,6 +140,7 @@ def test_users_git_while_agents_write_loses_no_acknowledged_commit(
     )
     assert acked and all(cid in reachable for cid, _ in acked)
     assert "my own commit" in git(root, "log", "--format=%s")
+    assert git(root, "rev-parse", "--abbrev-ref", "HEAD").strip() == "side"
     subprocess.run(
         ["git", "fsck", "--strict", "--no-progress"], cwd=root, check=True, capture_output=True
     )
@@ -145,3 +148,29 @@ def test_users_git_while_agents_write_loses_no_acknowledged_commit(
     # is then committed as an edit like any other. What must hold: every acknowledged
     # command stays in history, and the work tree and HEAD agree once idle.
     assert git(root, "show", "HEAD:plan.md") == (root / "plan.md").read_text()
+
+
+def test_a_second_daemon_on_the_same_workspace_refuses_to_start(
+    daemon: DaemonProcess, tmp_path: Path
+) -> None:
+    second = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mnoted.cli.main",
+            "daemon",
+            "--workspace",
+            str(daemon.workspace),
+            "--socket",
+            str(tmp_path / "second.sock"),
+        ],
+        env=daemon.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert second.returncode != 0
+    assert "another mnoted process serves this workspace" in second.stderr
+    assert not (tmp_path / "second.sock").exists()
+    status, _ = daemon.client().request("GET", "/v1/health")  # the first one still serves
+    assert status == 200
