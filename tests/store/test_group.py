@@ -211,9 +211,12 @@ def test_a_large_blob_is_stored_uncompressed_and_reads_back_everywhere(tmp_path:
         assert not list(loose_file.parent.glob("tmp_obj_*"))
         ws.idle()
     assert (root / "big.md").read_bytes() == big
-    assert subprocess.run(
-        ["git", "-C", str(root), "cat-file", "blob", oid], capture_output=True, check=True
-    ).stdout == big
+    assert (
+        subprocess.run(
+            ["git", "-C", str(root), "cat-file", "blob", oid], capture_output=True, check=True
+        ).stdout
+        == big
+    )
     git(root, "fsck", "--strict")
     with Workspace.open(root) as ws:  # read back by libgit2, from the loose file, then packed
         assert ws.read_head("big.md") == big
