@@ -61,10 +61,14 @@ class Block:
         """What the block is apart from its children: equal signatures, same block content.
 
         A list or quote is its props (its text is its children's); the parser writes
-        props in a fixed order, so they compare as they are.
+        props in a fixed order, so they compare as they are. A block of a type that holds
+        no others also counts its lines: the same text can be written in more or fewer of
+        them (a code fence that lost its closing line, a setext heading turned ATX).
         """
         if self.type in ("list", "quote"):
             return (self.type, tuple(self.props.items()))
+        if self.type not in CONTAINER_TYPES:
+            return (self.type, self.text, tuple(self.props.items()), self.end - self.start)
         return (self.type, self.text, tuple(self.props.items()))
 
     def walk(self) -> list[Block]:

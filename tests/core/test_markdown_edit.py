@@ -111,3 +111,13 @@ def test_result_is_the_text_replacement(
         return
     assert result.page.source.normalized == text[:a] + replace + text[b:]
     assert_consistent(result.page)
+
+
+def test_a_code_fence_that_loses_its_closing_line_is_reported_changed() -> None:
+    # Found by the command-sequence property test: the fence's text (empty) and props
+    # stay the same, but it is one line now; its id must be among the changed blocks.
+    page = parse_page(b"[[link]]\n\n```\n```", "gen.md")
+    code = page.blocks[1]
+    result = markdown_edit(page, [{"search": "[[link]]\n\n", "replace": "a"}])
+    assert result.page.to_bytes() == b"a```\n```"
+    assert code.id in result.changed_block_ids
