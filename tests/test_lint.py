@@ -22,6 +22,8 @@ def test_ruff_clean() -> None:
         pytest.skip("ruff is not installed")
     result = run(ruff, "check", "mnoted", "tests", "bench")
     assert result.returncode == 0, result.stdout + result.stderr
+    result = run(ruff, "format", "--check", "mnoted", "tests", "bench")
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_mypy_strict_clean() -> None:
