@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pygit2
 
-from mnoted.store import gitlock
+from mnoted.store import gitlock, trees
 from mnoted.store.atomic import fsync_dir
 
 PRIVATE_INDEX = "mnote/index.next"
@@ -85,7 +85,7 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
 
 
 def _set_entry(index: pygit2.Index, tree: pygit2.Tree | None, path: str) -> None:
-    entry = _tree_entry(tree, path)
+    entry = trees.entry_at(tree, path)
     # a folder that became a file (or the reverse) leaves entries below it
     with contextlib.suppress(KeyError, OSError):
         index.remove_directory(path)
@@ -93,16 +93,6 @@ def _set_entry(index: pygit2.Index, tree: pygit2.Tree | None, path: str) -> None
         with contextlib.suppress(KeyError, OSError):
             index.remove(path)
     else:
-        index.add(pygit2.IndexEntry(path, entry[0], pygit2.enums.FileMode(entry[1])))
-
-
-def _tree_entry(tree: pygit2.Tree | None, path: str) -> tuple[pygit2.Oid, int] | None:
-    if tree is None:
-        return None
-    try:
-        obj = tree[path]
-    except KeyError:
-        return None
-    if obj.type != pygit2.GIT_OBJECT_BLOB:
-        return None
-    return obj.id, obj.filemode
+        index.add(
+            pygit2.IndexEntry(path, pygit2.Oid(hex=entry[0]), pygit2.enums.FileMode(entry[1]))
+        )

@@ -57,24 +57,24 @@ def plan(
     for change in changes:
         if isinstance(change, Write):
             rel = normalize(change.path)
-            entry = trees.entry_at(repo, tree, rel)
+            entry = trees.entry_at(tree, rel)
             check_base(rel, entry, change.base_blob)
             mode = entry[1] if entry is not None else trees.FILE
             out.append(Target(rel, change.data, mode))
         elif isinstance(change, Delete):
             rel = normalize(change.path)
-            entry = trees.entry_at(repo, tree, rel)
+            entry = trees.entry_at(tree, rel)
             if entry is None:
                 raise NotFound(f"{rel} is not in the workspace", path=rel)
             check_base(rel, entry, change.base_blob)
             out.append(Target(rel, None, entry[1]))
         else:
             old, new = normalize(change.old), normalize(change.new)
-            entry = trees.entry_at(repo, tree, old)
+            entry = trees.entry_at(tree, old)
             if entry is None:
                 raise NotFound(f"{old} is not in the workspace", path=old)
             check_base(old, entry, change.base_blob)
-            if trees.entry_at(repo, tree, new) is not None:
+            if trees.entry_at(tree, new) is not None:
                 raise Conflict(
                     f"cannot move {old} to {new}: {new} exists",
                     path=new,
@@ -114,7 +114,7 @@ def disk_changes(
         if rel in seen:
             continue
         seen.add(rel)
-        entry = trees.entry_at(repo, tree, rel)
+        entry = trees.entry_at(tree, rel)
         skip_untracked = not include_ignored and entry is None
         if skip_untracked and (config.is_ignored(rel) or repo.path_is_ignored(rel)):
             continue

@@ -20,9 +20,7 @@ Entry = tuple[pygit2.Oid, int] | None
 """A new blob and file mode for a path, or None to remove the path."""
 
 
-def entry_at(
-    repo: pygit2.Repository, tree: pygit2.Tree | None, path: str
-) -> tuple[str, int] | None:
+def entry_at(tree: pygit2.Tree | None, path: str) -> tuple[str, int] | None:
     """The (blob id, mode) at ``path`` in ``tree``, or None if no file is there."""
     if tree is None:
         return None

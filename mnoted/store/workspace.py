@@ -649,7 +649,7 @@ class Workspace:
         steps: list[FileStep] = []
         objects: list[pygit2.Oid] = []
         for t in targets:
-            old = trees.entry_at(self._repo, base, t.path)
+            old = trees.entry_at(base, t.path)
             if t.data is None:
                 entries[t.path] = None
                 steps.append(FileStep(t.path, old[0] if old else None, None, t.mode))

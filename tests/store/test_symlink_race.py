@@ -166,7 +166,7 @@ def test_external_commit_after_the_check_reads_nothing_outside(
     before = scene.outside_state()
     (scene.ws.root / "sub" / "page.md").write_bytes(b"# Page\n\nedited in an editor\n")
     swapped = swap_after(
-        monkeypatch, trees, "entry_at", scene, lambda repo, tree, rel: rel == "sub/page.md"
+        monkeypatch, trees, "entry_at", scene, lambda tree, rel: rel == "sub/page.md"
     )
     scene.ws.commit_external(["sub/page.md"])
     assert swapped
