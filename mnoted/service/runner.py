@@ -107,18 +107,12 @@ class WorkspaceRunner:
         Calls that arrive while others run are landed together (group commit): each is
         still its own commit, answered only once the group is durable.
         """
-        if self.ws is None or not self.service.groupable(raw, actor, self.ws):
-            return self.submit(lambda: self.service.call(raw, actor))
-        future: Future[dict[str, Any]] = Future()
-        self._jobs.put(
-            _Job(
-                lambda: self.service.call(raw, actor),
-                future,
-                groupable=True,
-                answer_error=lambda exc: self.service.call_failed(raw, exc),
-            )
-        )
-        return future
+        job = _Job(lambda: self.service.call(raw, actor), Future())
+        if self.ws is not None and self.service.groupable(raw, actor, self.ws):
+            job.groupable = True
+            job.answer_error = lambda exc: self.service.call_failed(raw, exc)
+        self._jobs.put(job)
+        return job.future
 
     # -- the thread ----------------------------------------------------------------------------
     def _run(self) -> None:

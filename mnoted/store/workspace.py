@@ -742,12 +742,12 @@ class Workspace:
 
         Inside, each command is staged on the one before (reads see the pending commits,
         and HEAD is read once, when the group begins) and nothing is durable or on the
-        branch yet; at the end the objects of all of them
-        are synced at once, one journal entry and one compare-and-swap move the branch to
-        the last commit, and the files are written. If that fails (the branch moved, an I/O
-        error) the group's sidecar changes are rolled back, the error is raised, and the
-        caller runs the commands again one at a time (a group that reached the branch is
-        completed from the journal first, and its idempotency keys replay).
+        branch yet; at the end the objects of all of them are synced at once, one journal
+        entry and one compare-and-swap move the branch to the last commit, and the files
+        are written. If that fails (the branch moved, an I/O error) the group's sidecar
+        changes are rolled back, the error is raised, and the caller runs the commands
+        again one at a time (a group that reached the branch is completed from the journal
+        first, and its idempotency keys replay).
         """
         self._check_thread()
         if self._group is not None:
@@ -768,23 +768,21 @@ class Workspace:
             return
         try:
             entry = self._land(group.staged)
-        except OSError as exc:
+            if entry is None:
+                raise Conflict(
+                    "the branch moved while a group of commands was landing",
+                    hint="Another program committed in this workspace; the commands run again.",
+                )
+        except BaseException as exc:
             self._abandon(group)
+            if not isinstance(exc, OSError):
+                raise
             self._needs_recovery = True
             raise StorageError(
                 f"a group of {len(group.staged)} commands could not be written: "
                 f"{exc.strerror or exc}",
                 errno=exc.errno,
             ) from exc
-        except BaseException:
-            self._abandon(group)
-            raise
-        if entry is None:
-            self._abandon(group)
-            raise Conflict(
-                "the branch moved while a group of commands was landing",
-                hint="Another program committed in this workspace; the commands run again.",
-            )
         try:
             self._finish(entry, self._side.commit)
         except BaseException:
