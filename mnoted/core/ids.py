@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from difflib import SequenceMatcher
 from itertools import pairwise
 
@@ -40,15 +40,17 @@ _MAX_REGION = (
 )
 
 
-def fresh_id(block: Block, used: set[str], salt: int = 0) -> str:
-    """An id derived from the block's type and text, unique among ``used``."""
+def fresh_id(
+    block: Block, used: Container[str], salt: int = 0, taken: Container[str] = frozenset()
+) -> str:
+    """An id derived from the block's type and text, in neither ``used`` nor ``taken``."""
     n = salt
     while True:
         seed = f"{block.type}\x00{block.text}\x00{n}".encode("utf-8", "surrogatepass")
         candidate = (
             f"{SHORT.get(block.type, 'b')}_{hashlib.blake2b(seed, digest_size=4).hexdigest()[:6]}"
         )
-        if candidate not in used:
+        if candidate not in used and candidate not in taken:
             return candidate
         n += 1
 
@@ -169,7 +171,7 @@ def assign_ids(
     previous: Sequence[Block] = (),
     line_map: Mapping[int, int] | None = None,
     forced: Mapping[tuple[int, str], str] | None = None,
-    taken: set[str] | None = None,
+    taken: Container[str] = frozenset(),
 ) -> None:
     """Set ``id`` on every block of the tree ``blocks`` (in place).
 
@@ -177,7 +179,8 @@ def assign_ids(
     ids; ``forced`` maps a new block's ``(first line, type)`` to the id it must
     get (a replaced block keeps its id whatever its new text; the outermost
     block of that line and type is meant); ``taken`` ids belong to blocks
-    elsewhere in the page and are not handed out.
+    elsewhere in the page and are not handed out (any container: a page's 13,000 ids are
+    only looked up in, never copied).
     """
     new_flat = [b for top in blocks for b in top.walk()]
     old_flat = [b for top in previous for b in top.walk()]
@@ -188,16 +191,15 @@ def assign_ids(
             ident = forced.get((b.start, b.type))
             if ident is not None and ident not in by_index.values():
                 by_index[j] = ident
-    taken = taken or set()
     anchors: set[str] = set()
     for b in new_flat:
         if b.anchor and b.anchor not in anchors and b.anchor not in taken:
             anchors.add(b.anchor)
         else:
             b.anchor = None
-    used: set[str] = anchors | taken
+    used: set[str] = set(anchors)  # with ``taken``: ids no other block may get
     for j, ident in list(by_index.items()):
-        if new_flat[j].anchor is None and ident not in used:
+        if new_flat[j].anchor is None and ident not in used and ident not in taken:
             used.add(ident)
         else:
             del by_index[j]
@@ -211,12 +213,12 @@ def assign_ids(
             b.id = by_index[j]
             continue
         carried = old_flat[pairs[j]].id if j in pairs else ""
-        if carried and carried not in used:
+        if carried and carried not in used and carried not in taken:
             b.id = carried
             used.add(carried)
         else:
             pending.append(b)
     avoid = used | reserved
     for b in pending:
-        b.id = fresh_id(b, avoid)
+        b.id = fresh_id(b, avoid, taken=taken)
         avoid.add(b.id)

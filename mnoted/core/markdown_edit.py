@@ -77,7 +77,7 @@ def markdown_edit(
         at = found[0]
         stop = at + len(search)
         first = _line_of(text, at)
-        last = min(_line_of(text, stop), len(current.source) - 1)
+        last = min(first + search.count("\n"), len(current.source) - 1)  # text[at:stop] == search
         if allowed is not None and not any(
             current.has_block(i) and current.block(i).start <= first and last < current.block(i).end
             for i in allowed
@@ -101,7 +101,9 @@ def markdown_edit(
         segment = text[seg_start:seg_end]
         offset = at - seg_start
         new_lines = (segment[:offset] + replace + segment[offset + len(search) :]).split("\n")
-        source = current.source.replace_lines(first, last + 1, new_lines)
+        source = current.source.replace_lines(
+            first, last + 1, new_lines, normalized=text[:at] + replace + text[stop:]
+        )
         current = reparse_splice(current, source, first, last + 1, len(new_lines))
     return EditResult(
         "markdown_edit",

@@ -237,21 +237,37 @@ def reparse_splice(
     after = [_shifted(b, delta) for b in tops[hi + 1 :]] if delta else tops[hi + 1 :]
     old_window = walk(tops[lo : hi + 1])
     old_ids = frozenset(b.id for b in old_window)
-    taken = page._index.keys() - old_ids
-    assign_ids(window, tops[lo : hi + 1], line_map, forced, taken)
+    assign_ids(window, tops[lo : hi + 1], line_map, forced, _Outside(page._index, old_ids))
     new_window = walk(window)
     new_ids = frozenset(b.id for b in new_window)
     blocks = [*before, *window, *after]
     if delta:
         return Page(source, page.name, front, blocks, (old_ids, new_ids))
-    # The blocks outside the window are the very objects of the old page: its index,
-    # sliced around the window (in C), is the new one but for the window.
+    # The blocks outside the window are the very objects of the old page: its index (copied
+    # in C) is the new one but for the window, whose blocks take their places when they kept
+    # their ids in order, and else are spliced in by slicing around the window.
+    if [b.id for b in new_window] == [b.id for b in old_window]:
+        index = page._index.copy()
+        index.update((b.id, b) for b in new_window)
+        return Page(source, page.name, front, blocks, (old_ids, new_ids), index)
     items = list(page._index.items())
     i0 = page.block_ids().index(old_window[0].id)
     index = dict(items[:i0])
     index.update((b.id, b) for b in new_window)
     index.update(items[i0 + len(old_window) :])
     return Page(source, page.name, front, blocks, (old_ids, new_ids), index)
+
+
+class _Outside:
+    """The ids of a page's blocks outside an edit's window, looked up without a copy."""
+
+    __slots__ = ("_all", "_window")
+
+    def __init__(self, index: Mapping[str, Block], window: frozenset[str]) -> None:
+        self._all, self._window = index, window
+
+    def __contains__(self, ident: object) -> bool:
+        return ident in self._all and ident not in self._window
 
 
 def diff_line_map(old: Sequence[str], new: Sequence[str]) -> dict[int, int]:

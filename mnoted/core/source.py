@@ -70,6 +70,8 @@ class Source:
             nl = ends[0]
             last_open = ends[-1] == ""
             if nl and ends.count(nl) == len(ends) - last_open:  # one ending throughout
+                if nl == "\n" and "normalized" in self.__dict__:
+                    return self.normalized
                 return nl.join(self.lines) + ("" if last_open else nl)
         return "".join(map(operator.add, self.lines, ends))
 
@@ -94,12 +96,15 @@ class Source:
         """Lines ``start:end`` joined with LF, without a final newline."""
         return "\n".join(self.lines[start:end])
 
-    def replace_lines(self, start: int, end: int, new: Sequence[str]) -> Source:
+    def replace_lines(
+        self, start: int, end: int, new: Sequence[str], *, normalized: str | None = None
+    ) -> Source:
         """Replace lines ``start:end`` with ``new`` (no terminators), in the file's newline.
 
         Lines outside the range keep their bytes, except that a last line without a
         terminator gets one when lines are added after it (the file then still ends
-        without a final newline).
+        without a final newline). ``normalized``: the result's LF text, when the caller
+        has it already (a search/replace spliced it), so it is not joined again.
         """
         if not 0 <= start <= end <= len(self.lines):
             raise ValueError(f"line range {start}:{end} outside 0:{len(self.lines)}")
@@ -123,6 +128,8 @@ class Source:
             # No fewer lines end in ``nl`` and no more in anything else: it is still the
             # most common ending (counting 30,000 again per edit of a 1 MB page is not free).
             out.__dict__["newline"] = nl
+        if normalized is not None:
+            out.__dict__["normalized"] = normalized
         return out
 
     def with_normalized_text(self, new_text: str) -> Source:

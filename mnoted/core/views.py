@@ -9,12 +9,12 @@ the revision keys a later write is checked against.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
+from mnoted.core.blob import blob_id
 from mnoted.core.blocks import CONTAINER_TYPES, Block
 from mnoted.core.page import Page
 from mnoted.errors import InvalidArguments
@@ -26,9 +26,13 @@ DEFAULT_BUDGET = 60_000
 _FORMAT_FIELD = {"markdown": "markdown", "text": "pageText", "page_xml": "pageXml", "json": None}
 
 
-def conflict_key(page: Page, revision: str) -> str:
-    """``body:<revision>:<hash>``: changes whenever the page's bytes change."""
-    digest = hashlib.sha256(page.to_bytes()).hexdigest()[:16]
+def conflict_key(page: Page, revision: str, blob: str | None = None) -> str:
+    """``body:<revision>:<hash>``: changes whenever the page's bytes change.
+
+    The hash is the page's Git blob id; a caller that has it (the store named the page by
+    it) passes ``blob`` and spares hashing the page again.
+    """
+    digest = (blob or blob_id(page.to_bytes()))[:16]
     return f"body:{revision}:{digest}"
 
 
@@ -149,8 +153,12 @@ def build_context(
     budget: int | None = None,
     cursor: str | None = None,
     editable: bool = True,
+    blob: str | None = None,
 ) -> dict[str, Any]:
-    """The frozen context of a page for one agent run (seed 003 section 5.1)."""
+    """The frozen context of a page for one agent run (seed 003 section 5.1).
+
+    ``blob``: the page's blob id, if the caller has it (see :func:`conflict_key`).
+    """
     if fmt not in FORMATS:
         raise InvalidArguments(f"unknown format {fmt!r}", hint=f"Use one of: {', '.join(FORMATS)}.")
     budget = DEFAULT_BUDGET if budget is None else budget
@@ -220,7 +228,7 @@ def build_context(
         "format": fmt,
         "title": page.title,
         "revision": revision,
-        "conflictDetectionKey": conflict_key(page, revision),
+        "conflictDetectionKey": conflict_key(page, revision, blob),
         "allowedTargetBlockIds": [i for i in allowed if editable],
         "selectedBlockIds": selected,
         "blocks": blocks_out,

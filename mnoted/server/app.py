@@ -133,6 +133,9 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
             return json_error(
                 413, TooLarge(f"request over this workspace's limit of {workspace_limit} bytes")
             )
+        cached = daemon.cached_answer(payload, actor)
+        if cached is not None:
+            return web.Response(body=cached, content_type="application/json")
         result = await daemon.call(payload, actor)
         return web.json_response(result)
 

@@ -160,6 +160,14 @@ class Daemon:
                 payload, Timeout(f"the call took longer than {limit:.0f}s; it is still running")
             )
 
+    def cached_answer(self, payload: Any, actor: Actor) -> bytes | None:
+        """A repeated read answered on the event loop (``service.readcache``); None: call."""
+        try:
+            return self.service.cached_answer(payload, actor)
+        except Exception:  # the call then runs as any other and reports what is wrong
+            log.exception("the read cache failed; the call runs in its workspace")
+            return None
+
     def request_limit(self, payload: Any) -> int | None:
         """The request size limit of the workspace a call names (``maxRequestBytes``)."""
         wid = payload.get("workspaceId") if isinstance(payload, dict) else None

@@ -20,11 +20,12 @@ def context_of(call: Call, loaded: LoadedPage, **view: Any) -> dict[str, Any]:
         revision=loaded.revision,
         workspace_id=call.ws.workspace_id,
         editable=call.may_edit(loaded),
+        blob=loaded.blob,
         **view,
     )
 
 
-@handles("mnote.doc.fetch", store_only=True)
+@handles("mnote.doc.fetch", store_only=True, cached=True)
 def doc_fetch(call: Call) -> dict[str, Any]:
     loaded = call.load()
     args = call.args
@@ -41,7 +42,7 @@ def doc_fetch(call: Call) -> dict[str, Any]:
     return {**context, "path": loaded.path}
 
 
-@handles("mnote.block.fetch", store_only=True)
+@handles("mnote.block.fetch", store_only=True, cached=True)
 def block_fetch(call: Call) -> dict[str, Any]:
     loaded = call.load()
     context = context_of(

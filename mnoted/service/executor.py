@@ -32,6 +32,7 @@ from mnoted.errors import (
     ToolDisabled,
     UnknownTool,
 )
+from mnoted.service import readcache
 from mnoted.service.actors import Actor
 from mnoted.service.events import EventBus
 from mnoted.service.pages import LoadedPage, PageCache
@@ -73,6 +74,7 @@ class Call:
     ws: Workspace
     service: Service
     now: float
+    loaded: list[LoadedPage] = field(default_factory=list)  # the pages it read, in order
 
     def load(self, ref: str | None = None) -> LoadedPage:
         """The call's document (or ``ref``), checked against the caller's grants."""
@@ -83,6 +85,7 @@ class Call:
             raise self.service.hidden(target, self.actor) from None
         if not self.actor.may_access(loaded.path):
             raise self.service.hidden(target, self.actor)
+        self.loaded.append(loaded)
         return loaded
 
     def may_edit(self, loaded: LoadedPage) -> bool:
@@ -101,14 +104,20 @@ Handler = Callable[[Call], dict[str, Any] | WritePlan]  # a dict: a review sessi
 HANDLERS: dict[str, Handler] = {}
 STORE_ONLY: set[str] = set()
 """Tools whose every effect is in the workspace store, so their calls can land in a group."""
+CACHED: set[str] = set()
+"""Reads whose answer may be given again while their page is unchanged (service.readcache)."""
 
 
-def handles(name: str, *, store_only: bool = False) -> Callable[[Handler], Handler]:
+def handles(
+    name: str, *, store_only: bool = False, cached: bool = False
+) -> Callable[[Handler], Handler]:
     """Register the handler of a declared tool (one handler per declaration).
 
     ``store_only``: the handler reads and writes nothing but the workspace store (Git, the
     sidecar), so a call can be staged with others and answered once the group is durable
-    (:meth:`Service.groupable`).
+    (:meth:`Service.groupable`). ``cached``: a read whose answer depends only on the
+    caller, the arguments and the one page it loads as HEAD has it, so the same call can
+    be answered again from :mod:`mnoted.service.readcache` while that page is unchanged.
     """
     if name not in TOOLS:
         raise KeyError(f"{name} is not a declared tool")
@@ -119,9 +128,18 @@ def handles(name: str, *, store_only: bool = False) -> Callable[[Handler], Handl
         HANDLERS[name] = fn
         if store_only:
             STORE_ONLY.add(name)
+        if cached:
+            if TOOLS[name].writes:
+                raise KeyError(f"{name} writes: its answers cannot be kept")
+            CACHED.add(name)
         return fn
 
     return register
+
+
+def _read_key(call: Call) -> str:
+    args = call.args.model_dump(mode="json")
+    return readcache.request_key(call.spec.name, call.ws.workspace_id, call.document_ref, args)
 
 
 def request_hash(spec: ToolSpec, request: ToolRequest, args: BaseModel) -> str:
@@ -152,6 +170,7 @@ class Service:
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.workspaces: dict[str, Workspace] = {}
         self.pages = PageCache()
+        self.reads = readcache.ReadCache()
         self.events = EventBus()
         self.clock = clock
         self.review_stores: dict[str, ReviewStore] = {}  # by workspace id; see service.review
@@ -219,6 +238,31 @@ class Service:
         )
 
     def _call(self, raw: Mapping[str, Any], actor: Actor) -> ToolResponse:
+        call = self._admit(raw, actor)
+        handler = HANDLERS.get(call.spec.name)
+        if handler is None:
+            raise InternalError(f"{call.spec.name} is declared but has no handler")
+        if call.spec.writes:
+            return self._write(call, handler)
+        result = handler(call)
+        assert isinstance(result, dict)
+        response = self._ok(
+            call,
+            result,
+            Audit(
+                effect="read", workspaceId=call.ws.workspace_id, documentId=result.get("documentId")
+            ),
+        )
+        if call.spec.name in CACHED:
+            self._keep_answer(call, response)
+        return response
+
+    def _admit(self, raw: Any, actor: Actor) -> Call:
+        """Steps 1-5 of every call: who, where, which tool, what scopes, what arguments.
+
+        Reads the workspace's configuration only, so the event loop may admit a call too
+        (:meth:`cached_answer`).
+        """
         if not isinstance(raw, Mapping):
             raise InvalidArguments("a tool call must be a JSON object")
         try:
@@ -252,21 +296,39 @@ class Service:
             raise PermissionDenied(f"this token lacks scope {', '.join(spec.scopes)}")
         # 5. the envelope fields this tool requires, and its arguments
         args = self._arguments(spec, request)
-        call = Call(spec, request, args, actor, ws, self, now)
-        handler = HANDLERS.get(spec.name)
-        if handler is None:
-            raise InternalError(f"{spec.name} is declared but has no handler")
-        if not spec.writes:
-            result = handler(call)
-            assert isinstance(result, dict)
-            return self._ok(
-                call,
-                result,
-                Audit(
-                    effect="read", workspaceId=ws.workspace_id, documentId=result.get("documentId")
-                ),
-            )
-        return self._write(call, handler)
+        return Call(spec, request, args, actor, ws, self, now)
+
+    # -- kept answers of reads (service.readcache) ------------------------------------------
+    def cached_answer(self, raw: Any, actor: Actor) -> bytes | None:
+        """The encoded response to a repeated read whose answer still holds, else None.
+
+        Called on the daemon's event loop before a call is sent to its workspace's thread;
+        None (a miss, or any problem with the call, which the call itself then reports)
+        sends it on.
+        """
+        if not isinstance(raw, Mapping) or raw.get("toolName") not in CACHED:
+            return None
+        try:
+            call = self._admit(raw, actor)
+            answer = self.reads.get(actor, _read_key(call))
+            if answer is None or not call.ws.still_as_read(answer.basis, answer.path):
+                return None
+        except MnoteError:
+            return None
+        request = call.request
+        return readcache.envelope(call.spec.name, request.toolCallId, request.traceId, answer.body)
+
+    def _keep_answer(self, call: Call, response: ToolResponse) -> None:
+        """Keep a read's answer if it rests on one page checked against the branch itself."""
+        if len(call.loaded) != 1:
+            return
+        path = call.loaded[0].path
+        basis = call.ws.read_basis(path)
+        if basis is None:
+            return
+        wire = response.to_wire()
+        body = readcache.encode(wire["result"], wire["audit"])
+        self.reads.put(call.actor, _read_key(call), readcache.Answer(basis, path, body))
 
     def _workspace(self, request: ToolRequest, actor: Actor) -> Workspace:
         wid = request.workspaceId or actor.workspace_id

@@ -36,7 +36,7 @@ def body_summary(page: Any) -> str:
     return ""
 
 
-@handles("mnote.page.get", store_only=True)
+@handles("mnote.page.get", store_only=True, cached=True)
 def page_get(call: Call) -> dict[str, Any]:
     loaded = call.load()
     page = loaded.page

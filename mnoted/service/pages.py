@@ -4,7 +4,9 @@ Block ids are not in the files, so the service keeps the id list of every blob i
 parsed in the store's sidecar (``blockids``/<blob id>) and, per document, the last blob it
 knows (``lastblob``/<document id>). A blob seen for the first time takes its ids from the
 document's last known version (the core's carry-over), so ids survive edits made in any
-editor. Parsed pages are cached by blob id.
+editor. Parsed pages are cached by blob id. An id list is stored one id per line (an id
+never holds a newline, and joining the 13,000 ids of a 1 MB page costs a fraction of
+encoding them as JSON); lists stored as JSON by earlier versions are still read.
 """
 
 from __future__ import annotations
@@ -18,6 +20,13 @@ from mnoted.errors import NotFound
 from mnoted.store import DocRef, Workspace
 
 _CACHE_SIZE = 256
+
+
+def _ids_of(stored: str) -> list[str]:
+    if stored.startswith("["):  # written as JSON by an earlier version
+        ids: list[str] = json.loads(stored)
+        return ids
+    return stored.split("\n") if stored else []
 
 
 @dataclass(frozen=True)
@@ -65,7 +74,7 @@ class PageCache:
             return cached
         stored = ws.sidecar.get("blockids", blob)
         if stored is not None:
-            page = parse_page(data, doc.path, ids=json.loads(stored))
+            page = parse_page(data, doc.path, ids=_ids_of(stored))
         else:
             previous = self._previous(ws, doc, blob)
             page = parse_page(data, doc.path, previous=previous)
@@ -81,11 +90,11 @@ class PageCache:
         data = ws.read_blob(last)
         if ids is None or data is None:
             return None
-        return parse_page(data, doc.path, ids=json.loads(ids))
+        return parse_page(data, doc.path, ids=_ids_of(ids))
 
     def remember_ids(self, ws: Workspace, doc: DocRef, blob: str, page: Page) -> None:
         """Keep ``page``'s ids as those of ``blob``, the document's newest known version."""
-        ws.sidecar.put("blockids", blob, json.dumps(page.block_ids()))
+        ws.sidecar.put("blockids", blob, "\n".join(page.block_ids()))
         ws.sidecar.put("lastblob", doc.document_id, blob)
         self._remember((blob, doc.path), page)
 

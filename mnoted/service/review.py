@@ -174,7 +174,7 @@ def _base(loaded: Any, args: dict[str, Any]) -> dict[str, Any]:
     """What a preview was made on: the page's revision and conflict key, and the selection."""
     return {
         "revision": loaded.revision,
-        "conflictDetectionKey": conflict_key(loaded.page, loaded.revision),
+        "conflictDetectionKey": conflict_key(loaded.page, loaded.revision, loaded.blob),
         "allowedTargetBlockIds": args.get("allowedTargetBlockIds"),
     }
 
@@ -522,7 +522,7 @@ def review_accept(call: Call) -> dict[str, Any]:
         return session
     base = session.get("base") or {}
     if base.get("revision") != loaded.revision or base.get("conflictDetectionKey") != conflict_key(
-        loaded.page, loaded.revision
+        loaded.page, loaded.revision, loaded.blob
     ):
         session["stale"] = {
             "baseRevision": base.get("revision"),

@@ -103,8 +103,30 @@ def anchored(location: Path) -> tuple[Path, list[str]]:
     return Path(parts[0]), list(parts[1:])
 
 
-def read_at(fd: int, name: str) -> tuple[bytes, int] | None:
-    """Bytes and ``st_mode`` of regular file ``name`` in folder ``fd``; None if absent.
+def _regular(st: os.stat_result, name: str) -> os.stat_result:
+    if not stat.S_ISREG(st.st_mode):
+        raise PathRejected(f"{name!r} is not a regular file", path=name)
+    if st.st_nlink > 1:
+        raise PathRejected(f"{name!r} is a hard link (it may alias a file outside)", path=name)
+    return st
+
+
+def stat_at(fd: int, name: str) -> os.stat_result | None:
+    """Stat data of regular file ``name`` in folder ``fd`` (not followed); None if absent.
+
+    Refused as :func:`read_at` refuses: a symlink, a non-regular file, several hard links.
+    """
+    try:
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise PathRejected(f"cannot read {name!r}: {exc.strerror}", path=name) from exc
+    return _regular(st, name)
+
+
+def read_at(fd: int, name: str) -> tuple[bytes, os.stat_result] | None:
+    """Bytes and stat data of regular file ``name`` in folder ``fd``; None if absent.
 
     A symlink, a non-regular file or a file with several hard links (which could alias a
     file outside) is refused, checked with ``fstat`` on the file actually opened.
@@ -116,17 +138,13 @@ def read_at(fd: int, name: str) -> tuple[bytes, int] | None:
     except OSError as exc:
         raise PathRejected(f"cannot read {name!r}: {exc.strerror}", path=name) from exc
     try:
-        st = os.fstat(file_fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise PathRejected(f"{name!r} is not a regular file", path=name)
-        if st.st_nlink > 1:
-            raise PathRejected(f"{name!r} is a hard link (it may alias a file outside)", path=name)
+        st = _regular(os.fstat(file_fd), name)
         chunks = []
         while chunk := os.read(file_fd, 1 << 20):
             chunks.append(chunk)
     finally:
         os.close(file_fd)
-    return b"".join(chunks), st.st_mode
+    return b"".join(chunks), st
 
 
 def write_temp(fd: int, name: str, data: bytes, mode: int = 0o644) -> tuple[str, int]:

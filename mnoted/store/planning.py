@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pygit2
 
-from mnoted.core.blob import blob_id
 from mnoted.errors import Conflict, InvalidArguments, NotFound, PathRejected, TooLarge
 from mnoted.store import dirfd, trees
 from mnoted.store.config import WorkspaceConfig
 from mnoted.store.model import Change, Delete, Move, Write
 from mnoted.store.paths import normalize, resolve, resolve_folder
-from mnoted.store.worktree import read_path
+from mnoted.store.statcache import StatCache
+from mnoted.store.worktree import disk_file
 
 
 @dataclass(frozen=True)
@@ -98,11 +98,13 @@ def disk_changes(
     paths: Iterable[str],
     *,
     include_ignored: bool = False,
+    stats: StatCache | None = None,
 ) -> list[Target]:
     """What is on disk at ``paths`` where it differs from ``tree``; unsafe paths skipped.
 
     Untracked files that are ignored (or over the size limit) are skipped unless
     ``include_ignored``: a command about to write such a path commits it first all the same.
+    ``stats`` spares reading a file known unchanged since it was last hashed.
     """
     out: list[Target] = []
     seen: set[str] = set()
@@ -119,19 +121,19 @@ def disk_changes(
         if skip_untracked and (config.is_ignored(rel) or repo.path_is_ignored(rel)):
             continue
         try:
-            state = read_path(root, rel)  # relative to folder fds: no symlink is followed
+            found = disk_file(root, rel, stats)  # relative to folder fds: no symlink followed
+            if found is not None and found.data is None and entry != (found.blob, found.mode):
+                found = disk_file(root, rel, None)  # known, but not what HEAD has: read it
         except PathRejected:
             continue
-        if state is None:
+        if found is None:
             if entry is not None:
                 out.append(Target(rel, None, entry[1]))
+        elif skip_untracked and found.size > config.max_file_bytes:
             continue
-        data, mode = state
-        if skip_untracked and len(data) > config.max_file_bytes:
-            continue
-        if entry is not None and entry[0] == blob_id(data) and entry[1] == mode:
-            continue
-        out.append(Target(rel, data, mode))
+        elif entry != (found.blob, found.mode):
+            assert found.data is not None
+            out.append(Target(rel, found.data, found.mode))
     return out
 
 

@@ -49,9 +49,10 @@ def stamp(gitdir: Path, refname: str) -> tuple[tuple[int, int, int, int] | None,
     reading the files each time the store looks.
     """
     out: list[tuple[int, int, int, int] | None] = []
+    base = os.fspath(gitdir)
     for rel in ("HEAD", refname, "packed-refs"):
         try:
-            st = os.stat(gitdir / rel)
+            st = os.stat(f"{base}/{rel}")
         except OSError:
             out.append(None)
         else:

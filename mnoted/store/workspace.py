@@ -1,11 +1,11 @@
 """The workspace: a folder of notes that is a Git repository, and its one writer.
 
 Threading rule: a :class:`Workspace` (its pygit2 Repository and its SQLite connection) belongs
-to the thread that opened it; every method except :meth:`Workspace.maintenance` must be
-called from that thread (the daemon's writer thread), and a call from another thread raises
-:class:`InternalError`. :meth:`Workspace.maintenance` opens its own Repository and may run on
-any thread. Only one process serves a workspace at a time (an ``flock`` on
-``.mnote/state/daemon.lock``).
+to the thread that opened it; every method but two must be called from that thread (the
+daemon's writer thread), and a call from another thread raises :class:`InternalError`.
+:meth:`Workspace.maintenance` opens its own Repository and may run on any thread, and so
+may :meth:`Workspace.still_as_read`, which only stats files. Only one process serves a
+workspace at a time (an ``flock`` on ``.mnote/state/daemon.lock``).
 
 A command goes: commit pending external edits of its paths → write blobs, trees (only along
 the changed paths) and the commit object, then sync them → journal → compare-and-swap the
@@ -40,6 +40,7 @@ from mnoted.errors import (
     WorkspaceInvalid,
 )
 from mnoted.store import (
+    dirfd,
     durable,
     faults,
     gitindex,
@@ -75,6 +76,7 @@ from mnoted.store.model import (
 from mnoted.store.paths import is_internal, normalize, resolve
 from mnoted.store.planning import Target, disk_changes, plan, subject_path, validate
 from mnoted.store.sidecar import Sidecar
+from mnoted.store.statcache import Key, StatCache, key_of
 from mnoted.store.template import merged_gitignore, template_files
 from mnoted.store.worktree import materialize, read_file
 
@@ -126,6 +128,8 @@ class Workspace:
         watcher can recognise the store's own writes (``sync.OwnWrites``)."""
         # Bytes of the blobs staged and not yet landed: read back without inflating them.
         self._fresh: dict[str, bytes] = {}
+        # Blob ids of work-tree files hashed since they last changed (checks skip re-reading).
+        self._stats = StatCache()
 
     # opening ------------------------------------------------------------------------------
     @classmethod
@@ -358,6 +362,39 @@ class Workspace:
         row = self._side.file(normalize(path))
         return None if row is None else row[0]
 
+    def read_basis(self, path: str) -> tuple[object, Key] | None:
+        """What shows later that the branch and ``path`` are still as a read just saw them.
+
+        The refs stamp and the file's stat key, if the file was hashed once quiet for a
+        timestamp tick (``store.statcache``) and found equal to HEAD, and no commit of a
+        group is waiting to land; else None. See :meth:`still_as_read`.
+        """
+        self._check_thread()
+        if self._group is not None and self._group.staged:
+            return None
+        known = self._stats.known(path)
+        row = self._side.file(path)
+        if known is None or row is None or row[0] != known[1]:
+            return None
+        return self._ref_stamp, known[0]
+
+    def still_as_read(self, basis: tuple[object, Key], path: str) -> bool:
+        """Whether the branch and ``path`` are still as :meth:`read_basis` found them.
+
+        Any thread may ask (the daemon's event loop does, to answer a repeated read): it
+        only stats the refs and the file, the file through folder fds like every read.
+        """
+        stamp, key = basis
+        if refs.stamp(self.gitdir, self._branch) != stamp:
+            return False
+        *folders, name = path.split("/")
+        try:
+            with dirfd.folder(self.root, folders) as fd:
+                st = None if fd is None else dirfd.stat_at(fd, name)
+        except (PathRejected, OSError):
+            return False
+        return st is not None and key_of(st) == key
+
     def read_head(self, path: str) -> bytes | None:
         """The committed bytes at ``path`` (HEAD), or None."""
         blob_id = self.blob_id(path)
@@ -545,6 +582,7 @@ class Workspace:
                 self._head_tree(),
                 paths,
                 include_ignored=include_ignored,
+                stats=self._stats,
             )
             if not targets:
                 return None
@@ -716,7 +754,7 @@ class Workspace:
             if self.on_write is not None:
                 for step in entry.files:
                     self.on_write(step.path, step.new)
-            diverged = materialize(self._repo, self.root, entry, self._fresh.get)
+            diverged = materialize(self._repo, self.root, entry, self._fresh.get, self._stats)
             faults.point("files-written")
             record()
             faults.point("sidecar-updated")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from mnoted.errors import PathRejected
 from mnoted.store import dirfd, durable, faults, trees
 from mnoted.store.journal import Entry, FileStep
 from mnoted.store.paths import normalize
+from mnoted.store.statcache import StatCache
 
 
 def _git_mode(st_mode: int) -> int:
@@ -31,7 +33,7 @@ def _read(anchor: Path, parts: Sequence[str]) -> tuple[bytes, int] | None:
     *folders, name = parts
     with dirfd.folder(anchor, folders) as fd:
         state = None if fd is None else dirfd.read_at(fd, name)
-    return None if state is None else (state[0], _git_mode(state[1]))
+    return None if state is None else (state[0], _git_mode(state[1].st_mode))
 
 
 def read_file(location: Path) -> tuple[bytes, int] | None:
@@ -52,6 +54,43 @@ def read_path(root: Path, rel: str) -> tuple[bytes, int] | None:
     return _read(root, rel.split("/"))
 
 
+@dataclass(frozen=True)
+class DiskFile:
+    """A work-tree file as a check against HEAD needs it."""
+
+    blob: str
+    mode: int  # Git file mode
+    size: int
+    data: bytes | None  # None: the blob id came from the stat cache, nothing was read
+
+
+def _disk_file(fd: int, name: str, rel: str, stats: StatCache | None) -> DiskFile | None:
+    if stats is not None:
+        st = dirfd.stat_at(fd, name)
+        if st is None:
+            return None
+        known = stats.blob(rel, st)
+        if known is not None:
+            return DiskFile(known, _git_mode(st.st_mode), st.st_size, None)
+    began = time.time_ns()
+    state = dirfd.read_at(fd, name)
+    if state is None:
+        return None
+    data, st = state
+    blob = blob_id(data)
+    if stats is not None:
+        stats.remember(rel, st, blob, began)
+    return DiskFile(blob, _git_mode(st.st_mode), st.st_size, data)
+
+
+def disk_file(root: Path, rel: str, stats: StatCache | None) -> DiskFile | None:
+    """Blob id, mode and size of normalised path ``rel`` on disk (refused as :func:`read_path`
+    refuses); its bytes too unless ``stats`` knew the file unchanged since it was hashed."""
+    *folders, name = rel.split("/")
+    with dirfd.folder(root, folders) as fd:
+        return None if fd is None else _disk_file(fd, name, rel, stats)
+
+
 @dataclass
 class _Staged:
     """A file written under its temporary name, waiting to be synced and renamed."""
@@ -67,6 +106,7 @@ def materialize(
     root: Path,
     entry: Entry,
     data_of: Callable[[str], bytes | None] | None = None,
+    stats: StatCache | None = None,
 ) -> list[str]:
     """Write the command's files where the disk still has the old content.
 
@@ -75,11 +115,13 @@ def materialize(
     symlink: nothing is written through it. The files of a group of commands are written
     in two passes that each wait once: every file under its temporary name, all synced
     together; then every rename, and the folders synced together. ``data_of`` gives the
-    bytes of a blob the caller still holds (None: read it from the repository).
+    bytes of a blob the caller still holds (None: read it from the repository); ``stats``
+    spares reading a file known unchanged.
     """
     diverged: list[str] = []
     for start in range(0, len(entry.files), durable.CHUNK):  # bounded open files
-        diverged += _write_files(repo, root, entry.files[start : start + durable.CHUNK], data_of)
+        chunk = entry.files[start : start + durable.CHUNK]
+        diverged += _write_files(repo, root, chunk, data_of, stats)
     return diverged
 
 
@@ -88,6 +130,7 @@ def _write_files(
     root: Path,
     steps: Sequence[FileStep],
     data_of: Callable[[str], bytes | None] | None,
+    stats: StatCache | None,
 ) -> list[str]:
     diverged: list[str] = []
     staged: list[_Staged] = []
@@ -95,7 +138,7 @@ def _write_files(
     try:
         for step in steps:
             try:
-                outcome = _prepare(repo, step, folders, data_of)
+                outcome = _prepare(repo, step, folders, data_of, stats)
             except PathRejected:
                 outcome = False
             if outcome is False:
@@ -156,13 +199,15 @@ def _prepare(
     step: FileStep,
     folders: _Folders,
     data_of: Callable[[str], bytes | None] | None,
+    stats: StatCache | None,
 ) -> _Staged | bool | None:
     """Check one path and start its write: a :class:`_Staged` file, True if removed, None if
     it already has the content, False if the disk holds a third version."""
-    *parts, name = normalize(step.path, config_ok=True).split("/")
+    rel = normalize(step.path, config_ok=True)
+    *parts, name = rel.split("/")
     fd = folders.get(parts)
-    state = None if fd is None else dirfd.read_at(fd, name)
-    on_disk = blob_id(state[0]) if state is not None else None
+    found = None if fd is None else _disk_file(fd, name, rel, stats)
+    on_disk = found.blob if found is not None else None
     if on_disk == step.new:
         return None
     if on_disk != step.old:

@@ -20,3 +20,5 @@ def assert_consistent(page: Page) -> None:
     assert shape(fresh) == shape(page)
     ids = page.block_ids()
     assert len(ids) == len(set(ids)), "block ids must be unique"
+    assert ids == [b.id for b in page.walk()], "the id index must follow document order"
+    assert all(page.block(b.id) is b for b in page.walk())

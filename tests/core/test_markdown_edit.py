@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from mnoted.core.markdown_edit import markdown_edit
 from mnoted.core.page import parse_page
+from mnoted.core.source import Source
 from mnoted.errors import EditMismatch, InvalidArguments, TargetOutOfScope
 from tests.core.helpers import assert_consistent
 
@@ -90,7 +91,7 @@ def test_bad_arguments(edits) -> None:
 @settings(suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(st.sampled_from(["a", "b", "c", "", "- x", "# h", "> q"]), min_size=1, max_size=8),
-    st.sampled_from(["\n", "\r\n"]),
+    st.sampled_from(["\n", "\r\n", "\r"]),
     st.booleans(),
     st.data(),
 )
@@ -110,6 +111,11 @@ def test_result_is_the_text_replacement(
     except EditMismatch:
         return
     assert result.page.source.normalized == text[:a] + replace + text[b:]
+    # the edit hands its spliced text to the new source: it must be what the lines join to
+    done = result.page.source
+    joined = Source(done.lines, done.ends, done.bom)
+    assert done.normalized == joined.normalized
+    assert done.text == joined.text
     assert_consistent(result.page)
 
 

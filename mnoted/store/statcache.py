@@ -1,0 +1,65 @@
+"""Files known unchanged since they were last hashed: stat data, under Git's racy rule.
+
+A write checks its page on disk against HEAD more than once (when the page is loaded,
+before the commit, and before the file is replaced), and each check read and hashed the
+whole file: three reads and hashes of a 1 MB page per edit. A file whose stat data (inode,
+device, size, mode, mtime, ctime) equals that of a read whose blob id was kept holds the
+same bytes, unless it was changed again within the same timestamp tick as the change
+before that read (Git's "racily clean" entries). So a read is remembered only if it began
+more than one tick after the file's last change; a file changed a moment ago is read again
+until it has been quiet for a tick.
+
+The tick is the resolution of the kernel's coarse clock, which file timestamps are taken
+from (4 ms with HZ=250), counted twice; 20 ms where that clock is unknown. A file whose
+times have no sub-second part lives on a file system with one- or two-second timestamps
+and gets two seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+_COARSE = getattr(time, "CLOCK_REALTIME_COARSE", None)
+TICK_NS = 2 * int((time.clock_getres(_COARSE) if _COARSE is not None else 0.01) * 1e9)
+COARSE_FS_TICK_NS = 2_000_000_000
+LIMIT = 100_000
+
+Key = tuple[int, int, int, int, int, int]
+
+
+def key_of(st: os.stat_result) -> Key:
+    return (st.st_ino, st.st_dev, st.st_size, st.st_mode, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def quiet_since(st: os.stat_result, began_ns: int) -> bool:
+    """Whether a read that began at ``began_ns`` came more than a tick after the last change."""
+    changed = max(st.st_mtime_ns, st.st_ctime_ns)
+    tick = COARSE_FS_TICK_NS if st.st_mtime_ns % 1_000_000_000 == 0 else TICK_NS
+    return began_ns - changed > tick
+
+
+class StatCache:
+    """Path → (stat key, blob id) of files hashed when they had been quiet for a tick."""
+
+    def __init__(self, limit: int = LIMIT) -> None:
+        self._known: dict[str, tuple[Key, str]] = {}
+        self._limit = limit
+
+    def blob(self, rel: str, st: os.stat_result) -> str | None:
+        """The blob id of ``rel`` if its stat data is what it was when last hashed."""
+        known = self._known.get(rel)
+        return known[1] if known is not None and known[0] == key_of(st) else None
+
+    def known(self, rel: str) -> tuple[Key, str] | None:
+        """The stat key and blob id ``rel`` had when last hashed, if remembered."""
+        return self._known.get(rel)
+
+    def remember(self, rel: str, st: os.stat_result, blob: str, began_ns: int) -> None:
+        """Keep ``blob`` for ``rel`` as read (with ``st`` of the fd read) from ``began_ns``."""
+        if not quiet_since(st, began_ns):
+            self._known.pop(rel, None)
+            return
+        if len(self._known) >= self._limit and rel not in self._known:
+            del self._known[next(iter(self._known))]  # the oldest entry
+        self._known[rel] = (key_of(st), blob)
