@@ -44,6 +44,7 @@ CREATE TABLE IF NOT EXISTS kv (
     PRIMARY KEY (namespace, key));
 """
 
+_ROWS_KEPT = 50_000
 _DERIVED_TABLES = ("files", "changes", "commands", "idempotency", "index_pending")
 
 
@@ -54,6 +55,11 @@ class Sidecar:
         self.path = path
         self.conn = self._connect(path)
         self._depth = 0  # open transactions: the outer one a BEGIN, inner ones savepoints
+        # Rows read or written through this connection (the only writer): a write looks up
+        # its page's row five times, and the branch and indexed head twice. Emptied on a
+        # rollback, whose rows may differ.
+        self._files: dict[str, tuple[str, str, str | None] | None] = {}
+        self._meta: dict[str, str | None] = {}
 
     @staticmethod
     def _connect(path: Path) -> sqlite3.Connection:
@@ -96,13 +102,20 @@ class Sidecar:
 
     def commit(self) -> None:
         self._depth -= 1
-        self.conn.execute(f"RELEASE s{self._depth}" if self._depth else "COMMIT")
+        try:
+            self.conn.execute(f"RELEASE s{self._depth}" if self._depth else "COMMIT")
+        except BaseException:  # SQLite may have rolled the transaction back
+            self._files.clear()
+            self._meta.clear()
+            raise
 
     def rollback(self) -> None:
         """Undo the innermost open transaction (nothing if none is open)."""
         if not self._depth:
             return
         self._depth -= 1
+        self._files.clear()
+        self._meta.clear()
         if self._depth:
             self.conn.execute(f"ROLLBACK TO s{self._depth}")
             self.conn.execute(f"RELEASE s{self._depth}")
@@ -111,10 +124,17 @@ class Sidecar:
 
     # meta -----------------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
+        if key in self._meta:
+            return self._meta[key]
         row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return None if row is None else str(row[0])
+        value = None if row is None else str(row[0])
+        self._meta[key] = value
+        return value
 
     def set_meta(self, key: str, value: str | None) -> None:
+        if key in self._meta and self._meta[key] == value:
+            return
+        self._meta[key] = value
         if value is None:
             self.conn.execute("DELETE FROM meta WHERE key = ?", (key,))
         else:
@@ -134,15 +154,22 @@ class Sidecar:
         }
         for table in _DERIVED_TABLES:
             self.conn.execute(f"DELETE FROM {table}")  # fixed table names, no user input
+        self._files.clear()
         return kept
 
     # files ----------------------------------------------------------------------------------
     def file(self, path: str) -> tuple[str, str, str | None] | None:
         """``(blob, revision, doc_id)`` of a tracked path."""
+        if path in self._files:
+            return self._files[path]
         row = self.conn.execute(
             "SELECT blob, revision, doc_id FROM files WHERE path = ?", (path,)
         ).fetchone()
-        return None if row is None else (row[0], row[1], row[2])
+        found = None if row is None else (row[0], row[1], row[2])
+        if len(self._files) >= _ROWS_KEPT:
+            self._files.clear()
+        self._files[path] = found
+        return found
 
     def path_of_doc(self, doc_id: str) -> str | None:
         row = self.conn.execute(
@@ -157,9 +184,11 @@ class Sidecar:
             "revision = excluded.revision, doc_id = excluded.doc_id",
             (path, blob, revision, doc_id),
         )
+        self._files[path] = (blob, revision, doc_id)
 
     def drop_file(self, path: str) -> None:
         self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
+        self._files[path] = None
 
     def documents(self, under: str = "") -> list[tuple[str, str, str, str]]:
         """``(doc_id, path, blob, revision)`` of every tracked document whose path starts
