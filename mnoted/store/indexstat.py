@@ -1,0 +1,195 @@
+"""The stat data Git keeps per path in ``.git/index``, parsed once per version of the file.
+
+pygit2 exposes an index entry's path, object id and mode but not the stat data (size,
+mtime, ctime, inode) that lets ``git status`` skip reading unchanged files. The work-tree
+scan (:mod:`mnoted.store.scan`) needs exactly that, so this module reads the index file
+itself (versions 2 to 4). A file it cannot read this way (a split index, an unknown
+version, a torn file) falls back to libgit2's parse without stat data: every file is then
+hashed, slower but never wrong.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pygit2
+
+# ctime s, ns, mtime s, ns, (dev), ino, mode, (uid, gid), size, object id, flags
+_FIXED = struct.Struct(">IIII4xII8xI20sH")
+_FIXED_SIZE = 62
+_EXTENDED = 0x4000
+_SKIP_WORKTREE = 0x4000  # in the extended flags
+_STAGE_MASK = 0x3000
+_NAME_MASK = 0x0FFF
+GITLINK = 0o160000
+
+Entry = tuple[int, int, int, int, int, bytes]
+"""mode, size, mtime_ns, ctime_ns, inode (size and inode as Git keeps them: low 32 bits),
+object id (raw). A stat of all zeros means "unknown" (entries libgit2 wrote from a tree)."""
+
+
+class Unsupported(Exception):
+    """The index file uses something this reader does not parse."""
+
+
+@dataclass
+class IndexStat:
+    """One version of ``.git/index``: its entries by path and when it was written."""
+
+    entries: dict[str, Entry]
+    mtime_ns: int
+    """Files whose mtime is not older than this may have changed within the same clock
+    tick as the index was written (racy Git): they are always hashed."""
+    unmerged: frozenset[str] = frozenset()
+    skipped: frozenset[str] = frozenset()  # skip-worktree entries: never compared
+    tree: bytes | None = None
+    """The tree the whole index amounts to, when its cache-tree extension says (then a
+    HEAD with this tree means nothing is staged, without a diff)."""
+    _dirs: frozenset[str] | None = field(default=None, repr=False)
+    _sorted: list[str] | None = field(default=None, repr=False)
+
+    @property
+    def dirs(self) -> frozenset[str]:
+        """Every folder holding a tracked path (built on first use, then kept)."""
+        if self._dirs is None:
+            out: set[str] = set()
+            for path in self.entries:
+                cut = path.rfind("/")
+                while cut > 0:
+                    folder = path[:cut]
+                    if folder in out:
+                        break
+                    out.add(folder)
+                    cut = path.rfind("/", 0, cut)
+            self._dirs = frozenset(out)
+        return self._dirs
+
+    def under(self, folder: str) -> Iterator[str]:
+        """Tracked paths below ``folder`` ("" for all), in sorted order."""
+        if not folder:
+            yield from self.entries
+            return
+        if self._sorted is None:
+            self._sorted = sorted(self.entries)
+        prefix = folder + "/"
+        keys = self._sorted
+        for i in range(bisect.bisect_left(keys, prefix), len(keys)):
+            if not keys[i].startswith(prefix):
+                break
+            yield keys[i]
+
+
+def stamp(index_path: Path) -> tuple[int, int, int, int] | None:
+    """What tells one version of the index file from another (None: no index)."""
+    try:
+        st = os.stat(index_path)
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def load(index_path: Path) -> IndexStat:
+    """Parse ``index_path``; libgit2's parse without stat data if this reader cannot."""
+    try:
+        with open(index_path, "rb") as fh:
+            mtime_ns = os.fstat(fh.fileno()).st_mtime_ns
+            data = fh.read()
+    except FileNotFoundError:
+        return IndexStat({}, 0)
+    try:
+        return parse(data, mtime_ns)
+    except (Unsupported, struct.error, IndexError, ValueError):
+        return _from_libgit2(index_path)
+
+
+def parse(data: bytes, mtime_ns: int) -> IndexStat:
+    """The entries of an index file's bytes (versions 2, 3 and 4)."""
+    if len(data) < 12 or data[:4] != b"DIRC":
+        raise Unsupported("not an index file")
+    version, count = struct.unpack_from(">II", data, 4)
+    if version not in (2, 3, 4):
+        raise Unsupported(f"index version {version}")
+    entries: dict[str, Entry] = {}
+    unmerged: set[str] = set()
+    skipped: set[str] = set()
+    unpack = _FIXED.unpack_from
+    off = 12
+    previous = b""
+    v4 = version == 4
+    for _ in range(count):
+        cs, cn, ms, mn, ino, mode, size, oid, flags = unpack(data, off)
+        pos = off + _FIXED_SIZE
+        extended = 0
+        if flags & _EXTENDED:
+            if version < 3:
+                raise Unsupported("extended flags in a version 2 index")
+            (extended,) = struct.unpack_from(">H", data, pos)
+            pos += 2
+        if v4:
+            strip, pos = _varint(data, pos)
+            end = data.index(b"\0", pos)
+            name = previous[: len(previous) - strip] + data[pos:end]
+            previous = name
+            off = end + 1
+        else:
+            length = flags & _NAME_MASK
+            end = pos + length if length < _NAME_MASK else data.index(b"\0", pos)
+            name = data[pos:end]
+            off = off + ((end - off + 8) & ~7)
+        path = name.decode("utf-8", "surrogateescape")
+        if flags & _STAGE_MASK:
+            unmerged.add(path)
+            continue
+        if extended & _SKIP_WORKTREE:
+            skipped.add(path)
+            continue
+        entries[path] = (mode, size, ms * 1_000_000_000 + mn, cs * 1_000_000_000 + cn, ino, oid)
+    return IndexStat(
+        entries, mtime_ns, frozenset(unmerged), frozenset(skipped), _root_tree(data, off)
+    )
+
+
+def _root_tree(data: bytes, off: int) -> bytes | None:
+    """The root tree id of the cache-tree extension, if the index holds a valid one."""
+    end = len(data) - 20  # the checksum
+    while off + 8 <= end:
+        signature = data[off : off + 4]
+        (size,) = struct.unpack_from(">I", data, off + 4)
+        body = off + 8
+        if signature == b"link":
+            raise Unsupported("split index")
+        if signature == b"TREE" and size > 0 and data[body] == 0:
+            newline = data.index(b"\n", body)
+            count = int(data[body + 1 : newline].split(b" ")[0])
+            return data[newline + 1 : newline + 21] if count >= 0 else None
+        off = body + size
+    return None
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """Git's offset varint (index v4 path compression)."""
+    byte = data[pos]
+    pos += 1
+    value = byte & 0x7F
+    while byte & 0x80:
+        byte = data[pos]
+        pos += 1
+        value = ((value + 1) << 7) | (byte & 0x7F)
+    return value, pos
+
+
+def _from_libgit2(index_path: Path) -> IndexStat:
+    index = pygit2.Index(str(index_path))
+    entries: dict[str, Entry] = {}
+    unmerged: set[str] = set()
+    if index.conflicts is not None:
+        for conflict in index.conflicts:
+            unmerged.update(e.path for e in conflict if e is not None)
+    for entry in index:
+        entries[entry.path] = (int(entry.mode), 0, 0, 0, 0, entry.id.raw)
+    return IndexStat(entries, 0, frozenset(unmerged))

@@ -1,0 +1,291 @@
+"""The work tree compared with Git's index by stat data, walked through folder fds.
+
+libgit2's status walk opens every folder and file by path: a folder swapped for a symlink
+during the walk sends it outside the workspace. This walk starts from the root's fd and
+opens each subfolder with ``O_DIRECTORY | O_NOFOLLOW`` relative to its parent's fd, lists
+it with ``os.scandir(fd)`` (whose ``stat`` is an ``fstatat`` on that fd) and opens a file
+to hash it with ``O_NOFOLLOW`` from the same fd, so nothing outside is ever listed or read.
+
+Like ``git status`` it decides "changed?" from the stat data the index keeps (size, mtime,
+ctime, inode, mode) and hashes only a file whose stat differs, whose entry has no stat
+data (libgit2 writes none for entries set from a tree) or whose mtime is not older than
+the index file (racy Git: a write in the same clock tick leaves the stat unchanged). A file
+hashed and found unchanged is remembered with its stat in :class:`StatCache`, so it is not
+hashed again while its stat stays the same.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import pygit2
+
+from mnoted.errors import PathRejected
+from mnoted.store import dirfd
+from mnoted.store.indexstat import GITLINK, Entry, IndexStat
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_LOW32 = 0xFFFFFFFF
+_KIND_AND_EXEC = 0o170100  # file type bits and the owner's executable bit: what Git keeps
+_SETTLED_NS = 2_000_000_000
+"""A file is remembered as hashed only if its mtime is this much older than the read:
+a write after the read then always moves the mtime, even on coarse clocks."""
+_CACHE_LIMIT = 500_000
+
+Ignored = Callable[[str], bool]
+"""Git's ignore rules for an untracked path (a folder ends with ``/``)."""
+
+
+class StatCache:
+    """Files hashed and found equal to their index entry, by path: (object id, stat)."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[bytes, int, int, int, int]] = {}
+
+    def clean(self, path: str, oid: bytes, st: os.stat_result) -> bool:
+        return self._known.get(path) == (oid, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+    def remember(self, path: str, oid: bytes, st: os.stat_result) -> None:
+        if len(self._known) >= _CACHE_LIMIT:
+            self._known.clear()
+        self._known[path] = (oid, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+def git_mode(st_mode: int) -> int | None:
+    """The mode Git would record for a file of this ``st_mode`` (None: Git skips it)."""
+    if stat.S_ISREG(st_mode):
+        return 0o100755 if st_mode & 0o100 else 0o100644
+    if stat.S_ISLNK(st_mode):
+        return 0o120000
+    return None
+
+
+class Walk:
+    """One comparison of (part of) the work tree with one version of the index."""
+
+    def __init__(self, root: Path, index: IndexStat, cache: StatCache, ignored: Ignored) -> None:
+        self.root = root
+        self.index = index
+        self.cache = cache
+        self.ignored = ignored
+        self.changed: set[str] = set(index.unmerged)
+        self.seen: set[str] = set()
+        self._settled_before = time.time_ns() - _SETTLED_NS
+        self._dirs = index.dirs
+
+    # scopes ---------------------------------------------------------------------------------
+    def tree(self, folder: str) -> None:
+        """Everything at and below ``folder`` ("" for the whole work tree)."""
+        fd = self._open(folder)
+        if fd is not None:
+            try:
+                self._folder(fd, f"{folder}/" if folder else "", recursive=True)
+            finally:
+                os.close(fd)
+        if folder or len(self.seen) < len(self.index.entries):
+            self._deleted(self.index.under(folder))
+
+    def folder(self, folder: str) -> None:
+        """The entries of ``folder`` itself, not its subfolders."""
+        fd = self._open(folder)
+        if fd is not None:
+            try:
+                self._folder(fd, f"{folder}/" if folder else "", recursive=False)
+            finally:
+                os.close(fd)
+        start = len(folder) + 1 if folder else 0
+        self._deleted(p for p in self.index.under(folder) if "/" not in p[start:])
+
+    def paths(self, paths: Iterable[str]) -> None:
+        """Single paths (a folder among them stands for everything below it)."""
+        for path in paths:
+            parent, _, name = path.rpartition("/")
+            fd = self._open(parent)
+            if fd is None:
+                self._deleted([path])
+                continue
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                self._deleted([path])
+                continue
+            except OSError:
+                self.changed.add(path)
+                continue
+            finally:
+                os.close(fd)
+            if stat.S_ISDIR(st.st_mode) and self.index.entries.get(path, (0,))[0] != GITLINK:
+                self.tree(path)
+            else:
+                self._file_at(parent, name, path, st)
+
+    def result(self) -> set[str]:
+        return self.changed
+
+    # the walk -------------------------------------------------------------------------------
+    def _open(self, folder: str) -> int | None:
+        try:
+            return dirfd.open_folder(self.root, folder.split("/") if folder else [])
+        except (PathRejected, NotADirectoryError):
+            return None
+
+    def _folder(self, fd: int, prefix: str, *, recursive: bool) -> None:
+        entries = self.index.entries
+        racy = self.index.mtime_ns
+        seen = self.seen
+        subfolders: list[str] = []
+        untracked: list[os.DirEntry[str]] = []
+        with os.scandir(fd) as listing:
+            for item in listing:
+                path = prefix + item.name
+                if item.is_dir(follow_symlinks=False):
+                    subfolders.append(item.name)
+                    continue
+                entry = entries.get(path)
+                if entry is None:
+                    untracked.append(item)
+                    continue
+                seen.add(path)
+                st = item.stat(follow_symlinks=False)
+                if (
+                    entry[2] == st.st_mtime_ns
+                    and entry[3] == st.st_ctime_ns
+                    and entry[1] == st.st_size & _LOW32
+                    and entry[4] == st.st_ino & _LOW32
+                    and entry[0] & _KIND_AND_EXEC == st.st_mode & _KIND_AND_EXEC
+                    and entry[2] < racy
+                ):
+                    continue
+                self._compare(fd, item.name, path, entry, st)
+        for item in untracked:
+            kind_known = item.is_file(follow_symlinks=False) or item.is_symlink()
+            if kind_known and not self.ignored(prefix + item.name):
+                self.changed.add(prefix + item.name)
+        for name in subfolders:
+            self._subfolder(fd, prefix, name, recursive=recursive)
+
+    def _subfolder(self, fd: int, prefix: str, name: str, *, recursive: bool) -> None:
+        if name == ".git":
+            return
+        path = prefix + name
+        entry = self.index.entries.get(path)
+        if entry is not None:
+            self.seen.add(path)
+            if entry[0] == GITLINK:
+                return  # a submodule: its contents are its own repository's
+            self.changed.add(path)  # a tracked file replaced by a folder
+        if not recursive:
+            return
+        tracked = path in self._dirs
+        if not tracked and self.ignored(path + "/"):
+            return
+        try:
+            child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+        except OSError as exc:
+            if exc.errno == errno.EACCES:  # unreadable: nothing known about what is inside
+                self.seen.update(self.index.under(path))
+                return
+            if exc.errno not in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+                raise
+            return  # gone, or swapped for a symlink since it was listed: never followed
+        try:
+            if not tracked and _holds_repository(child):
+                return  # another repository inside the workspace is not ours to commit
+            self._folder(child, path + "/", recursive=True)
+        finally:
+            os.close(child)
+
+    def _file_at(self, parent: str, name: str, path: str, st: os.stat_result) -> None:
+        entry = self.index.entries.get(path)
+        if entry is None:
+            if git_mode(st.st_mode) is not None and not self.ignored(path):
+                self.changed.add(path)
+            return
+        self.seen.add(path)
+        fd = self._open(parent)
+        if fd is None:
+            self.changed.add(path)
+            return
+        try:
+            self._compare(fd, name, path, entry, st)
+        finally:
+            os.close(fd)
+
+    def _compare(self, fd: int, name: str, path: str, entry: Entry, st: os.stat_result) -> None:
+        """A tracked file whose stat does not prove it unchanged: decide by content."""
+        mode = git_mode(st.st_mode)
+        has_stat = entry[2] != 0 or entry[3] != 0
+        if mode != entry[0] or (has_stat and entry[1] != st.st_size & _LOW32):
+            self.changed.add(path)
+            return
+        oid = entry[5]
+        if self.cache.clean(path, oid, st):
+            return
+        try:
+            found = _hash_at(fd, name, st)
+        except OSError:
+            found = None
+        if found is None or found[0] != oid:
+            self.changed.add(path)
+            return
+        opened = found[1]
+        if (
+            opened.st_mtime_ns < self._settled_before
+            and opened.st_mtime_ns == st.st_mtime_ns
+            and opened.st_ino == st.st_ino
+        ):
+            self.cache.remember(path, oid, opened)
+
+    def _deleted(self, tracked: Iterable[str]) -> None:
+        seen = self.seen
+        self.changed.update(p for p in tracked if p not in seen)
+
+
+def exists(root: Path, rel: str) -> bool:
+    """Whether anything is at workspace path ``rel``, looked up without following symlinks."""
+    parent, _, name = rel.rpartition("/")
+    try:
+        fd = dirfd.open_folder(root, parent.split("/") if parent else [])
+    except (PathRejected, NotADirectoryError):
+        return False
+    if fd is None:
+        return False
+    try:
+        os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def _holds_repository(fd: int) -> bool:
+    with contextlib.suppress(FileNotFoundError):
+        os.stat(".git", dir_fd=fd, follow_symlinks=False)
+        return True
+    return False
+
+
+def _hash_at(fd: int, name: str, st: os.stat_result) -> tuple[bytes, os.stat_result] | None:
+    """Git's object id of ``name`` in folder ``fd`` and the stat of what was read."""
+    if stat.S_ISLNK(st.st_mode):
+        target = os.readlink(os.fsencode(name), dir_fd=fd)
+        return pygit2.hash(target).raw, st
+    file_fd = os.open(name, _READ_FLAGS, dir_fd=fd)
+    try:
+        opened = os.fstat(file_fd)
+        if not stat.S_ISREG(opened.st_mode):
+            return None
+        chunks = []
+        while chunk := os.read(file_fd, 1 << 20):
+            chunks.append(chunk)
+    finally:
+        os.close(file_fd)
+    return pygit2.hash(b"".join(chunks)).raw, opened
