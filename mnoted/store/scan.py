@@ -109,22 +109,30 @@ class Walk:
             parent, _, name = path.rpartition("/")
             fd = self._open(parent)
             if fd is None:
-                self._deleted([path])
+                self._deleted(self._tracked_at(path))
                 continue
             try:
                 st = os.stat(name, dir_fd=fd, follow_symlinks=False)
             except FileNotFoundError:
-                self._deleted([path])
+                self._deleted(self._tracked_at(path))
                 continue
             except OSError:
                 self.changed.add(path)
                 continue
             finally:
                 os.close(fd)
-            if stat.S_ISDIR(st.st_mode) and self.index.entries.get(path, (0,))[0] != GITLINK:
+            entry = self.index.entries.get(path)
+            if stat.S_ISDIR(st.st_mode) and (entry is None or entry[0] != GITLINK):
+                if entry is not None:  # a tracked file replaced by a folder
+                    self.seen.add(path)
+                    self.changed.add(path)
                 self.tree(path)
             else:
                 self._file_at(parent, name, path, st)
+
+    def _tracked_at(self, path: str) -> list[str]:
+        """The tracked file at ``path``, or those below it if it names a folder."""
+        return [path] if path in self.index.entries else list(self.index.under(path))
 
     def result(self) -> set[str]:
         return self.changed

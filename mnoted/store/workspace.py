@@ -456,7 +456,7 @@ class Workspace:
         from HEAD. The walk goes through folder fds and hashes only files whose stat differs
         from the index (:mod:`mnoted.store.scan`).
         """
-        self._check_thread()
+        self.refresh()
         self.flush_index()
         index = self._index_stat()
         walk = scan.Walk(self.root, index, self._stat_cache, self._git_ignored)
