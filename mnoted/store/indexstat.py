@@ -16,6 +16,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pygit2
 
@@ -47,9 +48,10 @@ class IndexStat:
     tick as the index was written (racy Git): they are always hashed."""
     unmerged: frozenset[str] = frozenset()
     skipped: frozenset[str] = frozenset()  # skip-worktree entries: never compared
-    tree: bytes | None = None
-    """The tree the whole index amounts to, when its cache-tree extension says (then a
-    HEAD with this tree means nothing is staged, without a diff)."""
+    trees: dict[str, bytes] = field(default_factory=dict)
+    """The cache-tree extension: the tree id each folder's entries amount to, for the
+    folders whose entries did not change since it was computed ("" is the root). A folder
+    whose id is HEAD's there holds nothing staged, without a comparison."""
     _dirs: frozenset[str] | None = field(default=None, repr=False)
     _sorted: list[str] | None = field(default=None, repr=False)
 
@@ -69,15 +71,19 @@ class IndexStat:
             self._dirs = frozenset(out)
         return self._dirs
 
+    @property
+    def sorted_paths(self) -> list[str]:
+        if self._sorted is None:
+            self._sorted = sorted(self.entries)
+        return self._sorted
+
     def under(self, folder: str) -> Iterator[str]:
         """Tracked paths below ``folder`` ("" for all), in sorted order."""
         if not folder:
             yield from self.entries
             return
-        if self._sorted is None:
-            self._sorted = sorted(self.entries)
         prefix = folder + "/"
-        keys = self._sorted
+        keys = self.sorted_paths
         for i in range(bisect.bisect_left(keys, prefix), len(keys)):
             if not keys[i].startswith(prefix):
                 break
@@ -150,25 +156,68 @@ def parse(data: bytes, mtime_ns: int) -> IndexStat:
             continue
         entries[path] = (mode, size, ms * 1_000_000_000 + mn, cs * 1_000_000_000 + cn, ino, oid)
     return IndexStat(
-        entries, mtime_ns, frozenset(unmerged), frozenset(skipped), _root_tree(data, off)
+        entries, mtime_ns, frozenset(unmerged), frozenset(skipped), _cache_tree(data, off)
     )
 
 
-def _root_tree(data: bytes, off: int) -> bytes | None:
-    """The root tree id of the cache-tree extension, if the index holds a valid one."""
+def _cache_tree(data: bytes, off: int) -> dict[str, bytes]:
+    """The valid folders of the cache-tree extension (``TREE``), by path."""
     end = len(data) - 20  # the checksum
     while off + 8 <= end:
         signature = data[off : off + 4]
         (size,) = struct.unpack_from(">I", data, off + 4)
-        body = off + 8
         if signature == b"link":
             raise Unsupported("split index")
-        if signature == b"TREE" and size > 0 and data[body] == 0:
-            newline = data.index(b"\n", body)
-            count = int(data[body + 1 : newline].split(b" ")[0])
-            return data[newline + 1 : newline + 21] if count >= 0 else None
-        off = body + size
-    return None
+        if signature == b"TREE":
+            return _tree_entries(data, off + 8, off + 8 + size)
+        off += 8 + size
+    return {}
+
+
+def _tree_entries(data: bytes, pos: int, end: int) -> dict[str, bytes]:
+    """Entries come depth first: name, entry count (-1: invalid), subtree count, id."""
+    valid: dict[str, bytes] = {}
+    open_folders: list[list[Any]] = []  # [path, subtrees still to come]
+    while pos < end:
+        nul = data.index(b"\0", pos)
+        name = data[pos:nul].decode("utf-8", "surrogateescape")
+        newline = data.index(b"\n", nul)
+        count, subtrees = (int(x) for x in data[nul + 1 : newline].split(b" "))
+        pos = newline + 1
+        if open_folders:
+            parent = open_folders[-1]
+            path = f"{parent[0]}/{name}" if parent[0] else name
+            parent[1] -= 1
+        else:
+            path = ""
+        if count >= 0:
+            valid[path] = data[pos : pos + 20]
+            pos += 20
+        if subtrees:
+            open_folders.append([path, subtrees])
+        while open_folders and open_folders[-1][1] == 0:
+            open_folders.pop()
+    return valid
+
+
+def children(index: IndexStat, folder: str) -> tuple[dict[str, Entry], set[str]]:
+    """The files directly in ``folder`` (by name) and the names of its subfolders."""
+    keys = index.sorted_paths
+    prefix = f"{folder}/" if folder else ""
+    files: dict[str, Entry] = {}
+    folders: set[str] = set()
+    i = bisect.bisect_left(keys, prefix)
+    while i < len(keys) and keys[i].startswith(prefix):
+        rest = keys[i][len(prefix) :]
+        slash = rest.find("/")
+        if slash < 0:
+            files[rest] = index.entries[keys[i]]
+            i += 1
+        else:
+            folders.add(rest[:slash])
+            # past every path in that subfolder: "/" sorts just before "0"
+            i = bisect.bisect_left(keys, f"{prefix}{rest[:slash]}0", i)
+    return files, folders
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:

@@ -77,6 +77,7 @@ from mnoted.store.model import (
 from mnoted.store.paths import is_internal, normalize, resolve
 from mnoted.store.planning import Target, disk_changes, plan, subject_path, validate
 from mnoted.store.sidecar import Sidecar
+from mnoted.store.staged import staged as staged_paths
 from mnoted.store.template import merged_gitignore, template_files
 from mnoted.store.worktree import materialize, read_file, read_path
 
@@ -520,18 +521,7 @@ class Workspace:
         key = (self._index_cache[0] if self._index_cache else None, self._head)
         if self._staged_cache is not None and self._staged_cache[0] == key:
             return self._staged_cache[1]
-        tree = self._head_tree()
-        if tree is None:
-            staged = set(index.entries) | set(index.unmerged)
-        elif index.tree == tree.id.raw:
-            staged = set()
-        else:
-            git_index = self._repo.index
-            git_index.read(False)
-            staged = set()
-            for delta in git_index.diff_to_tree(tree).deltas:
-                staged.add(delta.old_file.path)
-                staged.add(delta.new_file.path)
+        staged = staged_paths(self._repo, self._head_tree(), index)
         self._staged_cache = (key, staged)
         return staged
 
