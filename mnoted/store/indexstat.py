@@ -71,6 +71,28 @@ class IndexStat:
             self._dirs = frozenset(out)
         return self._dirs
 
+    def update(self, changes: dict[str, tuple[int, bytes] | None]) -> None:
+        """Apply what a refresh of these paths wrote: each one's (mode, object id) with no
+        stat data, or nothing; entries below a path go (a folder became a file or went).
+
+        The index file's mtime stays the one parsed: entries carried over keep their stat
+        data, and one that was racy against the old file must stay racy.
+        """
+        for path, entry in changes.items():
+            for below in list(self.under(path)):
+                del self.entries[below]
+            if entry is None:
+                self.entries.pop(path, None)
+            else:
+                self.entries[path] = (entry[0], 0, 0, 0, 0, entry[1])
+            self.unmerged = self.unmerged - {path}
+            folder = path
+            while folder:
+                folder = folder.rpartition("/")[0]
+                self.trees.pop(folder, None)  # as libgit2 invalidates the cache tree
+        self._dirs = None
+        self._sorted = None
+
     @property
     def sorted_paths(self) -> list[str]:
         if self._sorted is None:

@@ -516,6 +516,20 @@ class Workspace:
             self._staged_cache = None
         return self._index_cache[1]
 
+    def _index_refreshed(self, tree: pygit2.Tree | None, paths: Iterable[str]) -> None:
+        """Carry the parsed index over a refresh of ``paths`` instead of parsing it again
+        (~0.13 s at 100,000 files), if the refresh started from the file it was parsed from."""
+        written = self._index.last_write
+        if self._index_cache is None or written is None or self._index_cache[0] != written[0]:
+            return
+        changes: dict[str, tuple[int, bytes] | None] = {}
+        for path in paths:
+            entry = trees.entry_at(tree, path)
+            changes[path] = None if entry is None else (entry[1], bytes.fromhex(entry[0]))
+        index = self._index_cache[1]
+        index.update(changes)
+        self._index_cache = (written[1], index)
+
     def _staged(self, index: indexstat.IndexStat) -> set[str]:
         """Paths whose index entry differs from HEAD (``git add`` by the user), cached."""
         key = (self._index_cache[0] if self._index_cache else None, self._head)
@@ -652,6 +666,7 @@ class Workspace:
             return
         tree = self._head_tree()
         self._index.refresh(tree, pending, wait=self._lock_wait)
+        self._index_refreshed(tree, pending)
         faults.point("index-written")
         self._side.clear_index_pending(pending)
 

@@ -269,3 +269,28 @@ def test_moved_from_names_the_committed_path_a_file_left(ws: Workspace) -> None:
     assert ws.moved_from(["new/a.md"]) == ["a.md"]  # b.md holds the same, but is still there
     (root / "new" / "a.md").write_text("# A, edited\n")
     assert ws.moved_from(["new/a.md"]) == []
+
+
+def test_the_parsed_index_is_carried_over_mnoted_refreshes(ws: Workspace) -> None:
+    """After mnoted refreshes index entries, the scan's parsed index is updated in place,
+    not parsed again; it must say what the file says, and the scan what git status says."""
+    from mnoted.store import Delete
+
+    meta = CommandMeta("page.create", actor="t")
+    ws.apply(meta, [Write("a/x.md", b"x\n"), Write("b/y.md", b"y\n"), Write("c.md", b"c\n")])
+    ws.idle()
+    assert ws.scan_changes() == []
+    parsed = ws._index_cache
+    ws.apply(meta, [Write("a/x.md", b"x2\n"), Delete("b/y.md"), Write("d/e/f.md", b"f\n")])
+    ws.apply(meta, [Delete("c.md")])
+    ws.apply(meta, [Write("c.md/inner.md", b"now a folder\n")])
+    write(ws.root, "a/x.md", "edited outside\n")
+    ws.idle()
+    assert ws._index_cache is not None and parsed is not None
+    assert ws._index_cache[1] is parsed[1]  # updated, not parsed again
+    fresh = indexstat.load(ws.gitdir / "index")
+    carried = ws._index_cache[1]
+    assert {p: (e[0], e[5]) for p, e in carried.entries.items()} == {
+        p: (e[0], e[5]) for p, e in fresh.entries.items()
+    }
+    assert ws.scan_changes() == ["a/x.md"] == sorted(git_changed(ws.root))
