@@ -23,6 +23,7 @@ import pygit2
 # ctime s, ns, mtime s, ns, (dev), ino, mode, (uid, gid), size, object id, flags
 _FIXED = struct.Struct(">IIII4xII8xI20sH")
 _FIXED_SIZE = 62
+_ASSUME_UNCHANGED = 0x8000  # "assume valid": git status does not look at the file
 _EXTENDED = 0x4000
 _SKIP_WORKTREE = 0x4000  # in the extended flags
 _STAGE_MASK = 0x3000
@@ -47,7 +48,8 @@ class IndexStat:
     """Files whose mtime is not older than this may have changed within the same clock
     tick as the index was written (racy Git): they are always hashed."""
     unmerged: frozenset[str] = frozenset()
-    skipped: frozenset[str] = frozenset()  # skip-worktree entries: never compared
+    skipped: frozenset[str] = frozenset()
+    """Entries marked skip-worktree or assume-unchanged: their files are not compared."""
     trees: dict[str, bytes] = field(default_factory=dict)
     """The cache-tree extension: the tree id each folder's entries amount to, for the
     folders whose entries did not change since it was computed ("" is the root). A folder
@@ -86,6 +88,7 @@ class IndexStat:
             else:
                 self.entries[path] = (entry[0], 0, 0, 0, 0, entry[1])
             self.unmerged = self.unmerged - {path}
+            self.skipped = self.skipped - {path}  # an entry written anew has no flags
             folder = path
             while folder:
                 folder = folder.rpartition("/")[0]
@@ -173,9 +176,8 @@ def parse(data: bytes, mtime_ns: int) -> IndexStat:
         if flags & _STAGE_MASK:
             unmerged.add(path)
             continue
-        if extended & _SKIP_WORKTREE:
-            skipped.add(path)
-            continue
+        if extended & _SKIP_WORKTREE or flags & _ASSUME_UNCHANGED:
+            skipped.add(path)  # still an entry: HEAD is compared with it
         entries[path] = (mode, size, ms * 1_000_000_000 + mn, cs * 1_000_000_000 + cn, ino, oid)
     return IndexStat(
         entries, mtime_ns, frozenset(unmerged), frozenset(skipped), _cache_tree(data, off)

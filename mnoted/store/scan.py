@@ -228,9 +228,12 @@ class Walk:
 
     def _compare(self, fd: int, name: str, path: str, entry: Entry, st: os.stat_result) -> None:
         """A tracked file whose stat does not prove it unchanged: decide by content."""
+        if path in self.index.skipped:
+            return
         mode = git_mode(st.st_mode)
-        has_stat = entry[2] != 0 or entry[3] != 0
-        if mode != entry[0] or (has_stat and entry[1] != st.st_size & _LOW32):
+        # A size of 0 proves nothing: entries without stat data, and those Git "smudged"
+        # because they were racily clean when it wrote the index, must be read.
+        if mode != entry[0] or (entry[1] != 0 and entry[1] != st.st_size & _LOW32):
             self.changed.add(path)
             return
         oid = entry[5]
@@ -252,8 +255,8 @@ class Walk:
             self.cache.remember(path, oid, opened)
 
     def _deleted(self, tracked: Iterable[str]) -> None:
-        seen = self.seen
-        self.changed.update(p for p in tracked if p not in seen)
+        seen, skipped = self.seen, self.index.skipped
+        self.changed.update(p for p in tracked if p not in seen and p not in skipped)
 
 
 def exists(root: Path, rel: str) -> bool:

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pygit2
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -294,3 +295,39 @@ def test_the_parsed_index_is_carried_over_mnoted_refreshes(ws: Workspace) -> Non
         p: (e[0], e[5]) for p, e in fresh.entries.items()
     }
     assert ws.scan_changes() == ["a/x.md"] == sorted(git_changed(ws.root))
+
+
+def test_a_smudged_entry_is_read_not_taken_for_a_size_change(tmp_path: Path) -> None:
+    """Git writes size 0 for an entry that was racily clean when it wrote the index: the
+    file must be compared by content (unchanged here), not reported for its size."""
+    root = tmp_path / "w"
+    root.mkdir()
+    (root / "a.md").write_text("same\n")
+    st = os.lstat(root / "a.md")
+    oid = pygit2.hash(b"same\n").raw
+    smudged = (0o100644, 0, st.st_mtime_ns, st.st_ctime_ns, st.st_ino & 0xFFFFFFFF, oid)
+    index = indexstat.IndexStat({"a.md": smudged}, st.st_mtime_ns + 1)
+    walk = scan.Walk(root, index, scan.StatCache(), lambda _: False)
+    walk.tree("")
+    assert walk.result() == set()
+    (root / "a.md").write_text("diff\n")
+    walk = scan.Walk(root, index, scan.StatCache(), lambda _: False)
+    walk.tree("")
+    assert walk.result() == {"a.md"}
+
+
+def test_assume_unchanged_and_skip_worktree_entries_are_not_compared(tmp_path: Path) -> None:
+    root = tmp_path / "notes"
+    Workspace.init(root).close()
+    write(root, "a.md", "a\n")
+    write(root, "b.md", "b\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "x")
+    git(root, "update-index", "--assume-unchanged", "a.md")
+    git(root, "update-index", "--skip-worktree", "b.md")
+    write(root, "a.md", "a changed\n")
+    write(root, "b.md", "b changed\n")
+    with Workspace.open(root) as ws:
+        assert ws.scan_changes() == [] and git_changed(root) == set()
+        (root / "b.md").unlink()  # as a sparse checkout leaves it
+        assert ws.scan_changes() == [] and git_changed(root) == set()
