@@ -145,30 +145,31 @@ class Walk:
             return None
 
     def _folder(self, fd: int, prefix: str, *, recursive: bool) -> None:
-        entries = self.index.entries
+        lookup = self.index.entries.get
         racy = self.index.mtime_ns
-        seen = self.seen
+        seen = self.seen.add
         subfolders: list[str] = []
         untracked: list[os.DirEntry[str]] = []
         with os.scandir(fd) as listing:
             for item in listing:
-                path = prefix + item.name
                 if item.is_dir(follow_symlinks=False):
                     subfolders.append(item.name)
                     continue
-                entry = entries.get(path)
+                path = prefix + item.name
+                entry = lookup(path)
                 if entry is None:
                     untracked.append(item)
                     continue
-                seen.add(path)
+                seen(path)
                 st = item.stat(follow_symlinks=False)
+                mtime = st.st_mtime_ns
                 if (
-                    entry[2] == st.st_mtime_ns
+                    entry[2] == mtime
+                    and mtime < racy
                     and entry[3] == st.st_ctime_ns
                     and entry[1] == st.st_size & _LOW32
                     and entry[4] == st.st_ino & _LOW32
                     and entry[0] & _KIND_AND_EXEC == st.st_mode & _KIND_AND_EXEC
-                    and entry[2] < racy
                 ):
                     continue
                 self._compare(fd, item.name, path, entry, st)
