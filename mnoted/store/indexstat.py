@@ -54,24 +54,14 @@ class IndexStat:
     """The cache-tree extension: the tree id each folder's entries amount to, for the
     folders whose entries did not change since it was computed ("" is the root). A folder
     whose id is HEAD's there holds nothing staged, without a comparison."""
-    _dirs: frozenset[str] | None = field(default=None, repr=False)
     _sorted: list[str] | None = field(default=None, repr=False)
 
-    @property
-    def dirs(self) -> frozenset[str]:
-        """Every folder holding a tracked path (built on first use, then kept)."""
-        if self._dirs is None:
-            out: set[str] = set()
-            for path in self.entries:
-                cut = path.rfind("/")
-                while cut > 0:
-                    folder = path[:cut]
-                    if folder in out:
-                        break
-                    out.add(folder)
-                    cut = path.rfind("/", 0, cut)
-            self._dirs = frozenset(out)
-        return self._dirs
+    def holds(self, folder: str) -> bool:
+        """Whether any tracked path lies below ``folder`` (a bisection of the sorted paths)."""
+        keys = self.sorted_paths
+        prefix = folder + "/"
+        i = bisect.bisect_left(keys, prefix)
+        return i < len(keys) and keys[i].startswith(prefix)
 
     def update(self, changes: dict[str, tuple[int, bytes] | None]) -> None:
         """Apply what a refresh of these paths wrote: each one's (mode, object id) with no
@@ -93,7 +83,6 @@ class IndexStat:
             while folder:
                 folder = folder.rpartition("/")[0]
                 self.trees.pop(folder, None)  # as libgit2 invalidates the cache tree
-        self._dirs = None
         self._sorted = None
 
     @property

@@ -78,7 +78,6 @@ class Walk:
         self.changed: set[str] = set(index.unmerged)
         self.seen: set[str] = set()
         self._settled_before = time.time_ns() - _SETTLED_NS
-        self._dirs = index.dirs
 
     # scopes ---------------------------------------------------------------------------------
     def tree(self, folder: str) -> None:
@@ -192,7 +191,7 @@ class Walk:
             self.changed.add(path)  # a tracked file replaced by a folder
         if not recursive:
             return
-        tracked = path in self._dirs
+        tracked = self.index.holds(path)
         if not tracked and self.ignored(path + "/"):
             return
         try:
