@@ -85,7 +85,8 @@ class Walk:
         fd = self._open(folder)
         if fd is not None:
             try:
-                self._folder(fd, f"{folder}/" if folder else "", recursive=True)
+                if not folder or self.index.holds(folder) or not _holds_repository(fd):
+                    self._folder(fd, f"{folder}/" if folder else "", recursive=True)
             finally:
                 os.close(fd)
         if folder or len(self.seen) < len(self.index.entries):
@@ -121,13 +122,15 @@ class Walk:
             finally:
                 os.close(fd)
             entry = self.index.entries.get(path)
-            if stat.S_ISDIR(st.st_mode) and (entry is None or entry[0] != GITLINK):
+            if not stat.S_ISDIR(st.st_mode):
+                self._file_at(parent, name, path, st)
+            elif entry is not None and entry[0] == GITLINK:
+                self.seen.add(path)  # a submodule: its contents are its own repository's
+            else:
                 if entry is not None:  # a tracked file replaced by a folder
                     self.seen.add(path)
                     self.changed.add(path)
                 self.tree(path)
-            else:
-                self._file_at(parent, name, path, st)
 
     def _tracked_at(self, path: str) -> list[str]:
         """The tracked file at ``path``, or those below it if it names a folder."""

@@ -545,6 +545,8 @@ class Workspace:
         out = set()
         for path in paths:
             entry = index.entries[path]
+            if entry[0] == indexstat.GITLINK:
+                continue  # a submodule's commit is its own repository's business
             if trees.entry_at(tree, path) != (entry[5].hex(), entry[0]):
                 out.add(path)
         return out

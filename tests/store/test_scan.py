@@ -331,3 +331,25 @@ def test_assume_unchanged_and_skip_worktree_entries_are_not_compared(tmp_path: P
         assert ws.scan_changes() == [] and git_changed(root) == set()
         (root / "b.md").unlink()  # as a sparse checkout leaves it
         assert ws.scan_changes() == [] and git_changed(root) == set()
+
+
+def test_a_submodule_and_a_nested_repository_are_not_ours(tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    git(other, "init", "-q")
+    write(other, "o.md", "other\n")
+    git(other, "add", "-A")
+    git(other, "commit", "-q", "-m", "o")
+    root = tmp_path / "notes"
+    Workspace.init(root).close()
+    git(root, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(other), "sub")
+    git(root, "commit", "-q", "-m", "submodule")
+    nested = root / "nested"
+    nested.mkdir()
+    git(nested, "init", "-q")
+    write(nested, "n.md", "not ours\n")
+    write(root, "sub/o.md", "edited inside the submodule\n")
+    with Workspace.open(root) as ws:
+        assert ws.scan_changes() == []
+        assert ws.scan_changes(["sub", "nested"]) == []
+    assert git_changed(root) == {"sub", "nested/"}  # git lists both; mnoted commits neither
