@@ -310,7 +310,7 @@ class Daemon:
 def _runner_status(runner: WorkspaceRunner) -> dict[str, Any]:
     ws = runner.ws
     assert ws is not None
-    return {"head": ws.head, "branch": ws.branch, "pendingChanges": len(ws.scan_changes())}
+    return {"head": ws.head, "branch": ws.branch, "pendingChanges": runner.pending_changes()}
 
 
 GC_THRESHOLDS = (50_000, 20, 100)

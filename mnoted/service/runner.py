@@ -70,6 +70,8 @@ class WorkspaceRunner:
         self._error: BaseException | None = None
         self._maintainer: Maintainer | None = None
         self._last_reconcile = time.monotonic()
+        self._reconciled_generation = -1  # the watcher's generation the last full pass covers
+        self._unsettled: set[str] = set()  # paths that may still differ from HEAD
         self.external_commits = 0
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -119,9 +121,11 @@ class WorkspaceRunner:
         try:
             self.ws = Workspace.open(self.root)
             self.service.add(self.ws)
-            self._reconcile("startup")
             if self.config.watch:
+                # Watches first, then the pass: an edit made meanwhile is seen by one of
+                # them, and the watcher's "started" signal needs no second pass.
                 self._start_watcher()
+            self._reconcile("startup")
             self._maintainer = Maintainer(
                 self.ws.maintenance,
                 lambda: self.ws.last_write if self.ws else 0.0,
@@ -348,34 +352,68 @@ class WorkspaceRunner:
             # A move between folders can reach the watcher as a delete and a create in
             # different batches; committing every pending appearance and disappearance
             # of a page together lets the store see the rename and keep the page's id.
-            paths += self._appeared_or_vanished()
+            paths += self._appeared_or_vanished(batch)
+        self._unsettled.update(paths)
         self.commit_paths(paths, "watcher")
 
-    def _appeared_or_vanished(self) -> list[str]:
-        """Pages on disk but not in HEAD, or in HEAD but gone, that the watcher has settled."""
+    def _appeared_or_vanished(self, batch: SettledBatch) -> list[str]:
+        """Pages on disk but not in HEAD, or in HEAD but gone, that the watcher has settled.
+
+        Only where the batch points: its rescanned folders (whole) and the folders of its
+        changes (their own entries), not the whole work tree.
+        """
         assert self.ws is not None
+        parents = {c.path.rpartition("/")[0] for c in batch.changes}
+        parents.update(c.old_path.rpartition("/")[0] for c in batch.changes if c.old_path)
         out = []
-        for path in self.ws.scan_changes():
-            if not path.lower().endswith(".md"):
-                continue
-            if self.watcher is not None and self.watcher.is_pending(path):
+        for path in self.ws.scan_changes(batch.rescan_dirs, shallow=parents):
+            if not path.lower().endswith(".md") or self._pending(path):
                 continue
             if (self.ws.blob_id(path) is None) == os.path.lexists(self.root / path):
                 out.append(path)
+        appeared = [p for p in out if self.ws.blob_id(p) is None]
+        # where pages that appeared here were moved from (reported apart, or not at all)
+        out += [p for p in self.ws.moved_from(appeared) if not self._pending(p)]
         return out
 
-    def _reconcile(self, reason: str) -> int:
-        """Commit every difference between the working tree and HEAD, found by content."""
+    def _pending(self, path: str) -> bool:
+        return self.watcher is not None and self.watcher.is_pending(path)
+
+    def _reconcile(self, reason: str, *, signal: int | None = None) -> int:
+        """Commit every difference between the working tree and HEAD, found by content.
+
+        A watcher's signal (its generation ``signal``) needs no pass of its own if a full
+        pass began after it: that pass saw everything the lost events were about.
+        """
         assert self.ws is not None
+        if signal is not None and signal <= self._reconciled_generation:
+            return 0
         self._last_reconcile = time.monotonic()
         generation = self.watcher.health().reconcile_generation if self.watcher else None
-        made = self.commit_paths(self.ws.scan_changes(), reason)
+        found = self.ws.scan_changes()
+        made = self.commit_paths(found, reason)
+        self._unsettled = set(found)
         if self.watcher is not None and generation is not None:
+            self._reconciled_generation = generation
             self.watcher.mark_reconciled(generation)
         return made
 
-    def reconcile(self, reason: str = "requested") -> Future[int]:
-        return self.submit(lambda: self._reconcile(reason))
+    def pending_changes(self) -> int:
+        """How many paths differ from HEAD, without a walk of the whole work tree.
+
+        While the watcher runs and has asked for no pass, a difference is one of the paths
+        the last pass found or a batch named since (what could not be committed); only
+        those are compared again. Otherwise the whole work tree is.
+        """
+        assert self.ws is not None
+        health = self.watcher.health() if self.watcher is not None else None
+        if health is None or not health.running or health.needs_reconcile:
+            return len(self.ws.scan_changes())
+        self._unsettled = set(self.ws.scan_changes(self._unsettled))
+        return len(self._unsettled)
+
+    def reconcile(self, reason: str = "requested", *, signal: int | None = None) -> Future[int]:
+        return self.submit(lambda: self._reconcile(reason, signal=signal))
 
 
 FALLBACK_SECONDS = 30.0
@@ -414,4 +452,6 @@ class _Sink:
 
     def on_reconcile_needed(self, reason: ReconcileReason, detail: str) -> None:
         log.info("reconciling the workspace: %s (%s)", reason.value, detail)
-        self.runner.reconcile(reason.value)
+        watcher = self.runner.watcher
+        signal = watcher.health().reconcile_generation if watcher is not None else None
+        self.runner.reconcile(reason.value, signal=signal)

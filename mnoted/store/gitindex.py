@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pygit2
 
-from mnoted.store import gitlock, trees
+from mnoted.store import gitlock, indexstat, trees
 from mnoted.store.atomic import fsync_dir
 
 PRIVATE_INDEX = "mnote/index.next"
@@ -35,6 +35,9 @@ class GitIndex:
         self.gitdir = gitdir
         self._cached: pygit2.Index | None = None
         self._stamp: tuple[int, int, int] | None = None
+        self.last_write: tuple[object, object] | None = None
+        """``indexstat.stamp`` of ``.git/index`` before and after the last refresh: the
+        file it started from and the one it wrote (only the refreshed entries differ)."""
 
     def refresh(
         self, tree: pygit2.Tree | None, paths: Iterable[str], *, wait: float = gitlock.WAIT_SECONDS
@@ -47,6 +50,7 @@ class GitIndex:
         private = self.gitdir / PRIVATE_INDEX
         held = gitlock.acquire(self.gitdir, index_path, wait=wait)
         try:
+            before = indexstat.stamp(index_path)
             index = self._load(index_path, private)
             self._cached = None
             for path in todo:
@@ -60,6 +64,7 @@ class GitIndex:
             os.rename(private, index_path)
             fsync_dir(self.gitdir)
             self._cached, self._stamp = index, _stamp(index_path)
+            self.last_write = (before, indexstat.stamp(index_path))
         finally:
             held.release()
 

@@ -23,7 +23,7 @@ import time
 _COARSE = getattr(time, "CLOCK_REALTIME_COARSE", None)
 TICK_NS = 2 * int((time.clock_getres(_COARSE) if _COARSE is not None else 0.01) * 1e9)
 COARSE_FS_TICK_NS = 2_000_000_000
-LIMIT = 100_000
+LIMIT = 500_000
 
 Key = tuple[int, int, int, int, int, int]
 

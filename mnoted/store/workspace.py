@@ -46,9 +46,11 @@ from mnoted.store import (
     gitindex,
     gitlock,
     indexer,
+    indexstat,
     loose,
     message,
     refs,
+    scan,
     trees,
 )
 from mnoted.store.atomic import make_dirs, remove_temp_files, write_atomic
@@ -76,9 +78,10 @@ from mnoted.store.model import (
 from mnoted.store.paths import is_internal, normalize, resolve
 from mnoted.store.planning import Target, disk_changes, plan, subject_path, validate
 from mnoted.store.sidecar import Sidecar
+from mnoted.store.staged import staged as staged_paths
 from mnoted.store.statcache import Key, StatCache, key_of
 from mnoted.store.template import merged_gitignore, template_files
-from mnoted.store.worktree import materialize, read_file
+from mnoted.store.worktree import materialize, read_file, read_path
 
 STATE_DIR = ".mnote/state"
 SIDECAR_NAME = "state.sqlite3"
@@ -128,8 +131,11 @@ class Workspace:
         watcher can recognise the store's own writes (``sync.OwnWrites``)."""
         # Bytes of the blobs staged and not yet landed: read back without inflating them.
         self._fresh: dict[str, bytes] = {}
-        # Blob ids of work-tree files hashed since they last changed (checks skip re-reading).
+        # Blob ids of work-tree files hashed since they last changed (checks and scans
+        # skip re-reading them).
         self._stats = StatCache()
+        self._index_cache: tuple[object, indexstat.IndexStat] | None = None
+        self._staged_cache: tuple[object, set[str]] | None = None
 
     # opening ------------------------------------------------------------------------------
     @classmethod
@@ -477,17 +483,110 @@ class Workspace:
             raise InvalidArguments("give exactly one of command_id, trace_id, idempotency_key")
         return self._side.find_commands(*given[0])
 
-    def scan_changes(self) -> list[str]:
-        """Paths whose disk content differs from HEAD (edits made while nobody watched)."""
+    def scan_changes(
+        self, paths: Iterable[str] | None = None, *, shallow: Iterable[str] = ()
+    ) -> list[str]:
+        """Paths whose disk content differs from HEAD (edits made while nobody watched).
+
+        The whole work tree, or only ``paths`` (a folder stands for everything below it)
+        and the folders of ``shallow`` (their own entries). As ``git status``: tracked files
+        changed or deleted, untracked files not ignored, and paths whose index entry differs
+        from HEAD. The walk goes through folder fds and hashes only files whose stat differs
+        from the index (:mod:`mnoted.store.scan`).
+        """
+        self.refresh()
         self.flush_index()
+        index = self._index_stat()
+        walk = scan.Walk(self.root, index, self._stats, self._git_ignored)
+        shallow = list(shallow)
+        if paths is None and not shallow:
+            walk.tree("")
+            found = walk.result() | self._staged(index)
+        else:
+            walk.paths(p for p in dict.fromkeys(paths or ()) if p and not is_internal(p))
+            for folder in dict.fromkeys(shallow):
+                if not folder or not is_internal(folder):
+                    walk.folder(folder)
+            found = walk.result() | self._staged_at(index, walk.seen)
         out = []
-        for path, flags in self._repo.status(untracked_files="all").items():
-            if flags & pygit2.enums.FileStatus.IGNORED or is_internal(path):
+        for path in found:
+            if is_internal(path):
                 continue
             if self.config.is_ignored(path) and self._side.file(path) is None:
                 continue
             out.append(path)
         return sorted(out)
+
+    def moved_from(self, paths: Iterable[str]) -> list[str]:
+        """Committed paths now gone from disk that held exactly what ``paths`` hold now.
+
+        A file moved into a folder not yet watched shows up there while its old path is
+        reported apart (or not at all); naming the old path lets both be committed as one
+        rename, without walking the work tree to find it.
+        """
+        self._check_thread()
+        self.flush_index()
+        by_blob: dict[bytes, list[str]] = {}
+        for rel, entry in self._index_stat().entries.items():
+            by_blob.setdefault(entry[5], []).append(rel)
+        out: list[str] = []
+        for path in paths:
+            try:
+                state = read_path(self.root, normalize(path))
+            except PathRejected:
+                continue
+            if state is None:
+                continue
+            for old in by_blob.get(pygit2.hash(state[0]).raw, ()):
+                if old != path and not scan.exists(self.root, old):
+                    out.append(old)
+        return sorted(set(out))
+
+    def _git_ignored(self, path: str) -> bool:
+        return bool(self._repo.path_is_ignored(path))
+
+    def _index_stat(self) -> indexstat.IndexStat:
+        """The index's entries with their stat data, parsed again only when the file changed."""
+        stamp = indexstat.stamp(self.gitdir / "index")
+        if self._index_cache is None or self._index_cache[0] != stamp:
+            self._index_cache = (stamp, indexstat.load(self.gitdir / "index"))
+            self._staged_cache = None
+        return self._index_cache[1]
+
+    def _index_refreshed(self, tree: pygit2.Tree | None, paths: Iterable[str]) -> None:
+        """Carry the parsed index over a refresh of ``paths`` instead of parsing it again
+        (~0.13 s at 100,000 files), if the refresh started from the file it was parsed from."""
+        written = self._index.last_write
+        if self._index_cache is None or written is None or self._index_cache[0] != written[0]:
+            return
+        changes: dict[str, tuple[int, bytes] | None] = {}
+        for path in paths:
+            entry = trees.entry_at(tree, path)
+            changes[path] = None if entry is None else (entry[1], bytes.fromhex(entry[0]))
+        index = self._index_cache[1]
+        index.update(changes)
+        self._index_cache = (written[1], index)
+
+    def _staged(self, index: indexstat.IndexStat) -> set[str]:
+        """Paths whose index entry differs from HEAD (``git add`` by the user), cached."""
+        key = (self._index_cache[0] if self._index_cache else None, self._head)
+        if self._staged_cache is not None and self._staged_cache[0] == key:
+            return self._staged_cache[1]
+        staged = staged_paths(self._repo, self._head_tree(), index)
+        self._staged_cache = (key, staged)
+        return staged
+
+    def _staged_at(self, index: indexstat.IndexStat, paths: Iterable[str]) -> set[str]:
+        """:meth:`_staged` for a few tracked paths, looked up in HEAD one by one."""
+        tree = self._head_tree()
+        out = set()
+        for path in paths:
+            entry = index.entries[path]
+            if entry[0] == indexstat.GITLINK:
+                continue  # a submodule's commit is its own repository's business
+            if trees.entry_at(tree, path) != (entry[5].hex(), entry[0]):
+                out.add(path)
+        return out
 
     # writing ------------------------------------------------------------------------------
     def apply(self, meta: CommandMeta, changes: Sequence[Change]) -> CommitResult:
@@ -607,6 +706,7 @@ class Workspace:
             return
         tree = self._head_tree()
         self._index.refresh(tree, pending, wait=self._lock_wait)
+        self._index_refreshed(tree, pending)
         faults.point("index-written")
         self._side.clear_index_pending(pending)
 

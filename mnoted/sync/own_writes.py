@@ -23,8 +23,9 @@ from dataclasses import dataclass
 
 from mnoted.core.blob import blob_id
 from mnoted.sync.debounce import ChangeKind, SettledChange
+from mnoted.sync.listing import open_folder
 
-__all__ = ["ABSENT", "OwnWrites", "blob_id", "read_blob_id"]
+__all__ = ["ABSENT", "OwnWrites", "blob_id", "read_blob_id", "read_blob_id_at"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +48,35 @@ def read_blob_id(path: str) -> Content | None:
     Never follows a symlink (``O_NOFOLLOW``): a link could point out of the
     workspace, and Git stores the link itself, not its target.
     """
+    return read_blob_id_at(None, path)
+
+
+def read_blob_id_at(root: str | None, rel: str) -> Content | None:
+    """:func:`read_blob_id` of ``rel`` below ``root``, reached through folder fds.
+
+    Each folder on the way is opened with ``O_NOFOLLOW`` relative to its parent, so a
+    folder swapped for a symlink never sends the read outside ``root``.
+    """
+    parent, _, name = rel.rpartition("/")
+    if root is None:
+        folder_fd = None
+    else:
+        try:
+            folder_fd = open_folder(root, parent.split("/") if parent else [])
+        except OSError:
+            return None
+        if folder_fd is None:
+            return ABSENT  # missing, or a link where a folder was: no file of ours is there
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        return _digest(name if folder_fd is not None else rel, folder_fd)
+    finally:
+        if folder_fd is not None:
+            os.close(folder_fd)
+
+
+def _digest(name: str, folder_fd: int | None) -> Content | None:
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder_fd)
     except FileNotFoundError:
         return ABSENT
     except OSError as exc:

@@ -33,6 +33,7 @@ from typing import Any, Protocol
 from watchdog.events import (
     DirCreatedEvent,
     DirDeletedEvent,
+    DirModifiedEvent,
     DirMovedEvent,
     FileAttribEvent,
     FileClosedEvent,
@@ -45,8 +46,10 @@ from watchdog.events import (
 )
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.inotify import InotifyEmitter, InotifyWatchGroup
-from watchdog.observers.inotify_c import InotifyEvent, InotifyFD, Mask
+from watchdog.observers.inotify_c import InotifyConstants, InotifyEvent, InotifyFD, Mask
+from watchdog.observers.inotify_move_event_grouper import PathedInotifyEvent
 
+from mnoted.sync import listing
 from mnoted.sync.debounce import (
     DebounceConfig,
     Debouncer,
@@ -56,7 +59,7 @@ from mnoted.sync.debounce import (
     SettledChange,
 )
 from mnoted.sync.ignore import INTERNAL_DIRS, IgnoreRules, is_internal
-from mnoted.sync.own_writes import Content, OwnWrites, read_blob_id
+from mnoted.sync.own_writes import Content, OwnWrites, read_blob_id_at
 
 __all__ = [
     "EVENT_FILTER",
@@ -87,6 +90,8 @@ would flood the queue; that is what overflows watchdog's default set at about
 5,000 folders."""
 
 _PRUNED_DIRS = frozenset(os.fsencode(d) for d in INTERNAL_DIRS)
+_CREATE_DIR = Mask(InotifyConstants.IN_CREATE | InotifyConstants.IN_ISDIR)
+_CREATE_FILE = Mask(InotifyConstants.IN_CREATE)
 
 _FILE_KINDS: dict[type[FileSystemEvent], EventKind] = {
     FileCreatedEvent: EventKind.CREATED,
@@ -228,23 +233,32 @@ class _PrunedWatchGroup(InotifyWatchGroup):
 
     The daemon's own commits write dozens of files under ``.git/``; not watching
     it drops those events before they exist and saves ~300 watches a repository.
+    New folders are listed through folder fds (:mod:`mnoted.sync.listing`), not by
+    path: a folder swapped for a symlink meanwhile is not listed through the link.
     """
 
     def _add_all_callbacks(self, path: bytes) -> None:
         if path != self.path and os.path.basename(path) in _PRUNED_DIRS:
             return
-        is_dir = os.path.isdir(path) and not os.path.islink(path)
         self._add_callback(path)
-        if not (is_dir and self.is_recursive):
+        if not self.is_recursive:
             return
-        for root, dirnames, _ in os.walk(path, followlinks=False):
-            dirnames[:] = [
-                d
-                for d in dirnames
-                if d not in _PRUNED_DIRS and not os.path.islink(os.path.join(root, d))
-            ]
-            for dirname in dirnames:
-                self._add_callback(os.path.join(root, dirname))
+        for folder, subfolders, _ in listing.walk(self.path, path, _PRUNED_DIRS):
+            for name in subfolders:
+                self._add_callback(os.path.join(folder, name))
+
+    def _recursive_simulate(self, src_path: bytes) -> list[InotifyEvent]:
+        """Creations for what a new folder already holds (watchdog's, listed by fd)."""
+        events = []
+        for folder, subfolders, files in listing.walk(self.path, src_path, _PRUNED_DIRS):
+            wd = self._active_callbacks_by_path.get(folder)
+            if wd is None:
+                continue  # not watched (yet): its own IN_CREATE reports its content
+            for name in subfolders:
+                events.append(InotifyEvent(wd, _CREATE_DIR, 0, name))
+            for name in files:
+                events.append(InotifyEvent(wd, _CREATE_FILE, 0, name))
+        return events
 
 
 class _Emitter(InotifyEmitter):
@@ -261,6 +275,42 @@ class _Emitter(InotifyEmitter):
             event_mask=self.get_event_mask_from_filter(),
             follow_symlink=False,
         )
+
+    def build_and_queue_event(self, event: Any, *, full_events: bool = False) -> None:
+        """watchdog's, except that a folder moved or moved in is listed through fds."""
+        if not self.watch.is_recursive:
+            super().build_and_queue_event(event, full_events=full_events)
+        elif not isinstance(event, PathedInotifyEvent):
+            move_from, move_to = event
+            if not move_from.ev.is_directory:
+                super().build_and_queue_event(event, full_events=full_events)
+                return
+            src, dest = self._decode_path(move_from.path), self._decode_path(move_to.path)
+            self.queue_event(DirMovedEvent(src, dest))
+            self.queue_event(DirModifiedEvent(os.path.dirname(src)))
+            self.queue_event(DirModifiedEvent(os.path.dirname(dest)))
+            for path, is_dir in self._below(move_to.path):
+                old = self._decode_path(move_from.path + path[len(move_to.path) :])
+                new = self._decode_path(path)
+                self.queue_event(DirMovedEvent(old, new) if is_dir else FileMovedEvent(old, new))
+        elif event.ev.is_moved_to and event.ev.is_directory and not full_events:
+            folder = self._decode_path(event.path)
+            self.queue_event(DirCreatedEvent(folder))
+            self.queue_event(DirModifiedEvent(os.path.dirname(folder)))
+            for sub, is_dir in self._below(event.path):
+                created = self._decode_path(sub)
+                self.queue_event(DirCreatedEvent(created) if is_dir else FileCreatedEvent(created))
+        else:
+            super().build_and_queue_event(event, full_events=full_events)
+
+    def _below(self, folder: bytes) -> list[tuple[bytes, bool]]:
+        """Every folder and file below ``folder``, listed through fds."""
+        out: list[tuple[bytes, bool]] = []
+        root = os.fsencode(self.watch.path)
+        for parent, subfolders, files in listing.walk(root, folder):
+            out.extend((os.path.join(parent, name), True) for name in subfolders)
+            out.extend((os.path.join(parent, name), False) for name in files)
+        return out
 
     def run(self) -> None:
         try:
@@ -319,7 +369,7 @@ def _is_gitignore(rel: str) -> bool:
 
 def _blob_reader(root: str) -> Callable[[str], Content | None]:
     def read(rel: str) -> Content | None:
-        return read_blob_id(os.path.join(root, rel))
+        return read_blob_id_at(root, rel)  # through folder fds: a swapped folder is no way out
 
     return read
 

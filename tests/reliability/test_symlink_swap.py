@@ -262,13 +262,9 @@ def test_parent_swapped_for_a_symlink_during_writes(daemon: DaemonProcess) -> No
     assert listed == sorted([*OUTSIDE, "deeper"])
     assert all((outside / name).read_text() == f"# {SECRET}\n" for name in OUTSIDE)
 
-    # Reads leave only an atime behind. The store's own reads and writes go through folder
-    # fds (tests/store/test_symlink_race.py proves it at the exact instant); two readers
-    # outside the store can still follow a folder swapped between their lstat and open:
-    # libgit2's status walk (Workspace.scan_changes, run by reconciliations) hashes files by
-    # path, and the watcher's recursive listing of a moved-in folder lists it by path. Their
-    # results never carry outside content (nothing above found the secret), but they are
-    # reads: a known gap until those walks are fd-relative too.
+    # Reads leave only an atime behind. Every walk and read of the work tree goes through
+    # folder fds (the store's writes and reads, its status walk in Workspace.scan_changes,
+    # the watcher's listing of new and moved folders and its reads of settled files), so
+    # not even a listing may have happened out there.
     read = sorted(k for k in before if before[k][2] != after[k][2])
-    if read:
-        pytest.xfail(f"read (atime moved) outside the workspace by libgit2/watcher: {read}")
+    assert not read, f"read (atime moved) outside the workspace: {read}"

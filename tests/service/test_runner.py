@@ -211,3 +211,63 @@ def test_own_writes_come_back_from_the_watcher_as_nothing(runner: WorkspaceRunne
     time.sleep(0.3)
     assert runner.external_commits == before
     assert commits(runner.root) == commits_before + 1
+
+
+def test_pending_changes_without_a_full_walk_while_the_watcher_runs(
+    runner: WorkspaceRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What could not be committed (a new file over the size limit) stays pending; with a
+    healthy watcher only such paths are compared again, never the whole work tree."""
+    assert runner.ws is not None
+    root = runner.root
+    runner.reconcile("settle").result()
+    full_scans: list[int] = []
+    real = Workspace.scan_changes
+
+    def counting(ws: Workspace, paths=None, *, shallow=()):  # type: ignore[no-untyped-def]
+        if paths is None and not shallow:
+            full_scans.append(1)
+        return real(ws, paths, shallow=shallow)
+
+    monkeypatch.setattr(Workspace, "scan_changes", counting)
+    (root / "big.md").write_bytes(b"x" * (runner.ws.config.max_file_bytes + 1))
+    wait_for(lambda: runner.submit(runner.pending_changes).result() == 1)
+    assert full_scans == []
+    (root / "big.md").unlink()
+    wait_for(lambda: runner.submit(runner.pending_changes).result() == 0)
+    assert full_scans == []
+    assert git(root, "status", "--porcelain") == ""
+    # A watcher that is not running vouches for nothing: the whole tree is compared.
+    assert runner.watcher is not None
+    runner.watcher.stop(flush=False)
+    (root / "plan.md").write_text(PLAN + "\nNobody saw this.\n")
+    assert runner.submit(runner.pending_changes).result() == 1
+    assert full_scans == [1]
+
+
+def test_one_full_pass_at_start_covers_the_watchers_start_signal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "ws"
+    Workspace.init(root).close()
+    (root / "while-down.md").write_text("# Typed while the daemon was down\n")
+    full_scans: list[int] = []
+    real = Workspace.scan_changes
+
+    def counting(ws: Workspace, paths=None, *, shallow=()):  # type: ignore[no-untyped-def]
+        if paths is None and not shallow:
+            full_scans.append(1)
+        return real(ws, paths, shallow=shallow)
+
+    monkeypatch.setattr(Workspace, "scan_changes", counting)
+    r = WorkspaceRunner(root, Service(), RunnerConfig(quiet_seconds=0.05, max_delay_seconds=1.0))
+    r.start()
+    try:
+        assert "while-down.md" in git(root, "log", "-1", "--name-only", "--format=")
+        r.submit(lambda: None).result()  # the watcher's start signal was handled by now
+        time.sleep(0.2)
+        r.submit(lambda: None).result()
+        assert full_scans == [1]
+        assert r.watcher is not None and not r.watcher.health().needs_reconcile
+    finally:
+        r.stop()

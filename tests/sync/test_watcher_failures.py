@@ -257,6 +257,14 @@ def test_take_pending_hands_the_change_to_the_caller(
     deadline = time.monotonic() + 5
     while not watcher.is_pending("edited.md") and time.monotonic() < deadline:
         time.sleep(0.01)
+    # The write's later events (modify, close) may still be on their way: taken before
+    # they arrive, they would make the path pending again (a race in the test, not the
+    # watcher). Wait until the event count stays put for a moment.
+    seen, stable_since = -1, time.monotonic()
+    while time.monotonic() - stable_since < 0.2 and time.monotonic() < deadline:
+        if watcher.health().events_seen != seen:
+            seen, stable_since = watcher.health().events_seen, time.monotonic()
+        time.sleep(0.02)
     batch = watcher.take_pending(["edited.md"])
     assert batch is not None and [c.path for c in batch.changes] == ["edited.md"]
     assert watcher.flush()
