@@ -18,6 +18,7 @@ may raise these errors.
     ├── InvalidFrontmatter        mnote_page_invalid_frontmatter
     ├── UnsupportedOption         mnote_tool_unsupported_option
     ├── Conflict                  mnote_tool_conflict
+    │   └── BaseChanged           (the same code; the executor plans the write again)
     ├── IdempotencyConflict       mnote_tool_idempotency_conflict
     ├── PermissionDenied          mnote_tool_permission_denied
     ├── UnknownTool               mnote_tool_unknown
@@ -119,6 +120,14 @@ class Conflict(MnoteError):
 
     code = "mnote_tool_conflict"
     default_hint = "The page changed since you read it: fetch it again and redo the edit."
+
+
+class BaseChanged(Conflict):
+    """A file changed between the read a write was planned on and its commit.
+
+    Raised by the store; the executor plans the write again on what is there now (a
+    person's save in that instant), so a caller sees it only if that keeps happening.
+    """
 
 
 class IdempotencyConflict(MnoteError):

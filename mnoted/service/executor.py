@@ -23,6 +23,7 @@ from mnoted.contract.tools import TOOLS, ToolSpec, lookup
 from mnoted.core.commands import EditResult
 from mnoted.core.page import Page
 from mnoted.errors import (
+    BaseChanged,
     Conflict,
     InternalError,
     InvalidArguments,
@@ -135,6 +136,10 @@ def handles(
         return fn
 
     return register
+
+
+_REPLANS = 3
+"""Plans of one write when the page keeps changing between its read and its commit."""
 
 
 def _read_key(call: Call) -> str:
@@ -389,6 +394,20 @@ class Service:
             record = ws.idempotency.check(key, digest)
             if record is not None:
                 return self._replay(call, record, digest)
+        for _ in range(_REPLANS - 1):
+            try:
+                return self._plan_and_write(call, handler, key, digest)
+            except BaseChanged:
+                # Someone saved the page between this call's read and its commit (the
+                # store committed their save first): plan the write again on what they
+                # saved, so their edit stays and the call still applies (or says why not).
+                call.loaded.clear()
+        return self._plan_and_write(call, handler, key, digest)
+
+    def _plan_and_write(
+        self, call: Call, handler: Handler, key: str | None, digest: str
+    ) -> ToolResponse:
+        ws, request, spec = call.ws, call.request, call.spec
         plan = handler(call)
         if isinstance(plan, dict):
             return self._session_result(call, plan, key, digest)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pygit2
 
-from mnoted.errors import Conflict, InvalidArguments, NotFound, PathRejected, TooLarge
+from mnoted.errors import BaseChanged, Conflict, InvalidArguments, NotFound, PathRejected, TooLarge
 from mnoted.store import dirfd, trees
 from mnoted.store.config import WorkspaceConfig
 from mnoted.store.model import Change, Delete, Move, Write
@@ -202,7 +202,7 @@ def check_base(path: str, entry: tuple[str, int] | None, base_blob: str | None) 
         return
     current = entry[0] if entry is not None else None
     if current != base_blob:
-        raise Conflict(
+        raise BaseChanged(
             f"{path} changed since it was read (base {base_blob[:12]}, now "
             f"{current[:12] if current else 'absent'})",
             path=path,
