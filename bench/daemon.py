@@ -221,6 +221,18 @@ def bench_size(
             writes,
         )
         line("read: mnote.doc.fetch (cached 10 KB page)", fetch, rtt, "round trip")
+        # The same read with new arguments each time: no kept answer, the call goes to the
+        # workspace's thread (page parsed and cached there), as a first read does.
+        budgets = iter(range(50_000, 10**9))
+        computed = timed(
+            lambda: client.request(
+                "POST",
+                "/v1/tools/call",
+                client.envelope("mnote.doc.fetch", "page.md", {"budget": next(budgets)}),
+            ),
+            writes,
+        )
+        line("read: mnote.doc.fetch, answer not kept", computed, rtt, "round trip")
         for conns in (1, 8):
             rate = reads_per_second(daemon, conns, 2.0)
             print(f"  {'reads per second, ' + str(conns) + ' connection(s)':<44} {rate:8.0f}")
