@@ -37,12 +37,8 @@ def build(
     repo: pygit2.Repository,
     base: pygit2.Tree | None,
     changes: Mapping[str, Entry],
-    written: list[pygit2.Oid] | None = None,
 ) -> pygit2.Oid:
-    """The id of ``base`` with ``changes`` applied (paths are normalised, '/'-separated).
-
-    Every tree object written is appended to ``written`` (the store makes them durable).
-    """
+    """The id of ``base`` with ``changes`` applied (paths are normalised, '/'-separated)."""
     split: dict[str, dict[str, Entry]] = {}
     for path, entry in changes.items():
         head, _, rest = path.partition("/")
@@ -66,13 +62,10 @@ def build(
             raise PathRejected(f"{name!r} is a file, not a folder", path=name)
         subtree = repo[existing.id] if existing is not None else None
         assert subtree is None or isinstance(subtree, pygit2.Tree)
-        new_id = build(repo, subtree, sub, written)
+        new_id = build(repo, subtree, sub)
         if len(repo[new_id]) == 0:  # type: ignore[arg-type]
             if existing is not None:
                 builder.remove(name)
         else:
             builder.insert(name, new_id, TREE)
-    tree_id = builder.write()
-    if written is not None:
-        written.append(tree_id)
-    return tree_id
+    return builder.write()

@@ -40,13 +40,12 @@ from mnoted.errors import (
     WorkspaceInvalid,
 )
 from mnoted.store import (
-    durable,
     faults,
     gitindex,
     gitlock,
     indexer,
-    loose,
     message,
+    packs,
     refs,
     trees,
 )
@@ -84,6 +83,13 @@ PROCESS_LOCK = "daemon.lock"
 COMMITTER = Identity("mnoted", indexer.COMMITTER_EMAIL)
 _CAS_ATTEMPTS = 5
 TREE_CACHE_LIMIT = 16 << 20
+PACKS_PER_LEVEL = 16
+"""The store's own packs are merged by sixteen: sixteen landings' packs into one, sixteen of
+those into one, ... so a daemon that never idles keeps a few dozen packs, not thousands."""
+_STAGING_PRIORITY = 2
+"""libgit2's pack backend has priority 2 and its loose backend 1; backends of equal priority
+keep the order they were added in, so reads try the packs first, then the staged objects
+(Python), then loose files, and writes go to the first backend that writes: the staging."""
 log = logging.getLogger("mnoted.store")
 
 
@@ -126,6 +132,13 @@ class Workspace:
         watcher can recognise the store's own writes (``sync.OwnWrites``)."""
         # Bytes of the blobs staged and not yet landed: read back without inflating them.
         self._fresh: dict[str, bytes] = {}
+        # New objects stay in memory until they land as one pack (store.packs).
+        self._staging = packs.Staging()
+        repo.odb.add_backend(self._staging, _STAGING_PRIORITY)
+        self._pack_dir = self.gitdir / "objects" / "pack"
+        self._levels: list[list[str]] = [[]]  # the packs this store wrote, by merge level
+        self._pack_lock = threading.Lock()  # maintenance() and the writer's merges
+        self._odb_stale = False  # maintenance() removed packs the repository still lists
 
     # opening ------------------------------------------------------------------------------
     @classmethod
@@ -211,6 +224,7 @@ class Workspace:
             # paths took 134 s instead of 5).
             pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.TREE, TREE_CACHE_LIMIT)
             gitlock.recover(root / ".git")
+            packs.recover(root / ".git" / "objects" / "pack")
             side = Sidecar.open(state / SIDECAR_NAME)
             ws = cls(root, repo, config, side, lock_fd, external_identity, lock_wait)
         except BaseException:
@@ -560,6 +574,8 @@ class Workspace:
     def idle(self) -> None:
         """Called by the writer thread when it has nothing queued: refresh the Git index."""
         self.flush_index()
+        if self._odb_stale:
+            self._reopen_objects()
 
     def flush_index(self) -> None:
         """Make the Git index agree with HEAD for every path mnoted committed."""
@@ -573,8 +589,12 @@ class Workspace:
         self._side.clear_index_pending(pending)
 
     def maintenance(self, *, min_objects: int = 1) -> PackReport:
-        """Pack loose objects (any thread; uses its own Repository)."""
-        return pack_loose_objects(self.gitdir, min_objects=min_objects)
+        """Pack loose objects, merge packs (any thread; uses its own Repository)."""
+        with self._pack_lock:
+            report = pack_loose_objects(self.gitdir, min_objects=min_objects)
+            if report.merged_packs:
+                self._odb_stale = True
+            return report
 
     def rebuild(self) -> None:
         """Recompute the sidecar (ids, revisions, history, idempotency) from Git history."""
@@ -647,42 +667,38 @@ class Workspace:
         base = self._head_tree()
         entries: dict[str, trees.Entry] = {}
         steps: list[FileStep] = []
-        objects: list[pygit2.Oid] = []
         for t in targets:
             old = trees.entry_at(base, t.path)
             if t.data is None:
                 entries[t.path] = None
                 steps.append(FileStep(t.path, old[0] if old else None, None, t.mode))
             else:
-                if len(t.data) >= loose.STORED_FROM:
-                    blob = pygit2.Oid(hex=loose.write_blob(self.gitdir / "objects", t.data))
-                else:
-                    blob = self._repo.create_blob(t.data)
+                blob = self._repo.create_blob(t.data)
                 self._fresh[str(blob)] = t.data
-                objects.append(blob)
                 entries[t.path] = (blob, t.mode)
                 steps.append(FileStep(t.path, old[0] if old else None, str(blob), t.mode))
-        tree_id = trees.build(self._repo, base, entries, objects)
+        tree_id = trees.build(self._repo, base, entries)
         author = self._author(meta)
         committer = pygit2.Signature(COMMITTER.name, COMMITTER.email)
         text = message.format_message(meta, subject_paths)
         parents = [pygit2.Oid(hex=parent)] if parent else []
         commit_id = self._repo.create_commit(None, author, committer, text, tree_id, parents)
-        objects.append(commit_id)
         result = CommitResult(
             str(commit_id), meta.command_id, parent, tuple(t.path for t in targets)
         )
-        return _Staged(result, text, () if on_disk else tuple(steps), [str(o) for o in objects])
+        return _Staged(result, text, () if on_disk else tuple(steps))
 
     def _land(self, staged: list[_Staged]) -> Entry | None:
         """Make staged commits durable and move the branch to the last; None if it moved.
 
-        Objects first (one barrier for all), then the journal naming the files to write,
-        then the compare-and-swap of the branch from the first commit's parent.
+        Objects first (one pack for all, :mod:`~mnoted.store.packs`), then the journal naming
+        the files to write, then the compare-and-swap of the branch from the first commit's
+        parent.
         """
-        durable.sync_paths(
-            durable.object_paths(self.gitdir, (o for s in staged for o in s.objects))
-        )
+        if len(self._staging):
+            name = packs.write_pack(self._pack_dir, self._staging.objects())
+            self._levels[0].append(name)
+        self._staging.clear()  # libgit2 finds them in the new pack (it rescans on a miss)
         faults.point("objects-written")
         parent, last = staged[0].result.parent, staged[-1]
         entry = Entry(
@@ -733,8 +749,46 @@ class Workspace:
         finally:
             self._fresh.clear()
         self.last_write = time.monotonic()
+        self._merge_packs()
         if diverged:
             self.commit_external(diverged)
+
+    def _merge_packs(self) -> None:
+        """Merge the store's packs by :data:`PACKS_PER_LEVEL` (after a landing, on the writer).
+
+        Skipped while :meth:`maintenance` runs (it merges packs itself); a failure only leaves
+        more packs, so it is logged, never raised to the commands that already landed.
+        """
+        level = 0
+        merged = False
+        while level < len(self._levels) and len(self._levels[level]) >= PACKS_PER_LEVEL:
+            if not self._pack_lock.acquire(blocking=False):
+                break
+            try:
+                done = packs.merge_packs(self._pack_dir, self._levels[level])
+            except (OSError, ValueError) as exc:
+                log.warning("merging packs failed (they stay as they are): %s", exc)
+                break
+            finally:
+                self._pack_lock.release()
+            self._levels[level] = []
+            merged = True
+            if done is not None:
+                if level + 1 == len(self._levels):
+                    self._levels.append([])
+                self._levels[level + 1].append(done[0])
+            level += 1
+        if merged:
+            self._reopen_objects()
+
+    def _reopen_objects(self) -> None:
+        """Give the repository a fresh object database: libgit2 keeps listing (and holding
+        open) packs that were merged and deleted, and would search them on every miss."""
+        self._odb_stale = False
+        self._staging = packs.Staging()  # a backend belongs to one object database
+        odb = pygit2.Odb(str(self.gitdir / "objects"))
+        odb.add_backend(self._staging, _STAGING_PRIORITY)
+        self._repo.set_odb(odb)
 
     @contextlib.contextmanager
     def group(self) -> Iterator[None]:
@@ -801,6 +855,7 @@ class Workspace:
         """Forget a group that did not land: sidecar rolled back, HEAD read again."""
         self._group = None
         self._fresh.clear()
+        self._staging.clear()
         self._side.rollback()
         self._head = group.base
         self.refresh()
@@ -867,7 +922,6 @@ class _Staged:
     result: CommitResult
     message: str
     steps: tuple[FileStep, ...]  # files to write (none for edits already on disk)
-    objects: list[str]
 
 
 @dataclass
