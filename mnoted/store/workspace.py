@@ -224,7 +224,6 @@ class Workspace:
             # paths took 134 s instead of 5).
             pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.TREE, TREE_CACHE_LIMIT)
             gitlock.recover(root / ".git")
-            packs.recover(root / ".git" / "objects" / "pack")
             side = Sidecar.open(state / SIDECAR_NAME)
             ws = cls(root, repo, config, side, lock_fd, external_identity, lock_wait)
         except BaseException:
@@ -862,6 +861,7 @@ class Workspace:
 
     def _recover(self) -> None:
         """Complete or drop a command a crash interrupted (see ``docs/store.md``)."""
+        packs.recover(self._pack_dir)
         entry = self._journal.read()
         self._needs_recovery = False
         if entry is None:
