@@ -643,7 +643,14 @@ class Workspace:
         staged = self._stage(meta, targets, subject_paths, on_disk)
         group = self._group
         if group is not None:
-            indexer.advance(self._repo, self._side, staged.result.commit, self._branch, self._fresh)
+            indexer.advance(
+                self._repo,
+                self._side,
+                staged.result.commit,
+                self._branch,
+                self._fresh,
+                {staged.result.commit: staged.paths},
+            )
             group.add(staged)
             self._head = staged.result.commit
             return staged.result
@@ -654,7 +661,14 @@ class Workspace:
             return None
         self._finish(
             entry,
-            lambda: indexer.advance(self._repo, self._side, self._head, self._branch, self._fresh),
+            lambda: indexer.advance(
+                self._repo,
+                self._side,
+                self._head,
+                self._branch,
+                self._fresh,
+                {staged.result.commit: staged.paths},
+            ),
         )
         return staged.result
 
@@ -685,7 +699,7 @@ class Workspace:
         result = CommitResult(
             str(commit_id), meta.command_id, parent, tuple(t.path for t in targets)
         )
-        return _Staged(result, text, () if on_disk else tuple(steps))
+        return _Staged(result, text, () if on_disk else tuple(steps), tuple(entries))
 
     def _land(self, staged: list[_Staged]) -> Entry | None:
         """Make staged commits durable and move the branch to the last; None if it moved.
@@ -922,6 +936,7 @@ class _Staged:
     result: CommitResult
     message: str
     steps: tuple[FileStep, ...]  # files to write (none for edits already on disk)
+    paths: tuple[str, ...]  # every path the commit writes or removes
 
 
 @dataclass
