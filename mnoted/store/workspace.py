@@ -573,8 +573,19 @@ class Workspace:
     def idle(self) -> None:
         """Called by the writer thread when it has nothing queued: refresh the Git index."""
         self.flush_index()
+        self.upkeep()
         if self._odb_stale:
             self._reopen_objects()
+
+    def upkeep(self) -> None:
+        """Merge the store's packs once :data:`PACKS_PER_LEVEL` of a level piled up.
+
+        The daemon's writer calls it after answering a group, so the merge is not part of
+        anyone's wait; a landing merges by itself only at twice that (callers that never
+        call this, or :meth:`idle`, still keep a bounded number of packs).
+        """
+        self._check_thread()
+        self._merge_packs(PACKS_PER_LEVEL)
 
     def flush_index(self) -> None:
         """Make the Git index agree with HEAD for every path mnoted committed."""
@@ -762,19 +773,20 @@ class Workspace:
         finally:
             self._fresh.clear()
         self.last_write = time.monotonic()
-        self._merge_packs()
+        self._merge_packs(2 * PACKS_PER_LEVEL)
         if diverged:
             self.commit_external(diverged)
 
-    def _merge_packs(self) -> None:
-        """Merge the store's packs by :data:`PACKS_PER_LEVEL` (after a landing, on the writer).
+    def _merge_packs(self, at: int) -> None:
+        """Merge each level of the store's packs that holds ``at`` packs or more into one
+        pack of the next level (on the writer thread).
 
         Skipped while :meth:`maintenance` runs (it merges packs itself); a failure only leaves
         more packs, so it is logged, never raised to the commands that already landed.
         """
         level = 0
         merged = False
-        while level < len(self._levels) and len(self._levels[level]) >= PACKS_PER_LEVEL:
+        while level < len(self._levels) and len(self._levels[level]) >= at:
             if not self._pack_lock.acquire(blocking=False):
                 break
             try:

@@ -117,23 +117,43 @@ def listing_count_line(listing: str) -> str:
     return next(line for line in listing.splitlines() if line.startswith("non delta"))
 
 
+def digit_sum(n: int, base: int) -> int:
+    total = 0
+    while n:
+        n, digit = divmod(n, base)
+        total += digit
+    return total
+
+
 def test_the_writer_merges_its_packs_by_levels(
     ws: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(workspace, "PACKS_PER_LEVEL", 3)
     pack_dir = ws.gitdir / "objects" / "pack"
-    initial = set(packs.pack_names(pack_dir))
-    counts = []
-    for i in range(30):
+    assert len(packs.pack_names(pack_dir)) == 1  # the first commit's
+    for i in range(2, 40):
         ws.apply(CommandMeta("x", actor="hermes"), [Write("p.md", b"v%d\n" % i)])
-        counts.append(len(set(packs.pack_names(pack_dir)) - initial))
+        ws.upkeep()
+        # merged by threes, level by level: as many packs as n has base-3 digits' worth
+        assert len(packs.pack_names(pack_dir)) == digit_sum(i, 3)
         assert ws.read_head("p.md") == b"v%d\n" % i
-    # 30 landings in levels of 3: never more than 2 packs waiting per level
-    assert max(counts) <= 2 * 3
-    assert counts[-1] < 30 // 3
-    assert len(git(ws.root, "log", "--format=%H").split()) == 31
+    assert len(git(ws.root, "log", "--format=%H").split()) == 39
     for name in packs.pack_names(pack_dir):
         verify(ws.root, name)
     ws.idle()
     git(ws.root, "fsck", "--strict")
     assert_clean(ws.root)
+
+
+def test_without_upkeep_a_landing_merges_at_twice_the_level(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(workspace, "PACKS_PER_LEVEL", 3)
+    pack_dir = ws.gitdir / "objects" / "pack"
+    counts = []
+    for i in range(40):
+        ws.apply(CommandMeta("x", actor="hermes"), [Write("p.md", b"v%d\n" % i)])
+        counts.append(len(packs.pack_names(pack_dir)))
+    assert max(counts) <= 2 * 3 * 3  # fewer than six at each of (at most) three levels
+    assert counts[:6] == [2, 3, 4, 5, 1, 2]  # with the first commit's: six packs, merged
+    git(ws.root, "fsck", "--strict")
