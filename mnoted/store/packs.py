@@ -192,12 +192,16 @@ def _entries(objects: Iterable[Raw]) -> list[_Entry]:
     return list(out.values())
 
 
-def write_pack(pack_dir: Path, objects: Sequence[Raw]) -> str:
-    """Write ``objects`` as one durable pack in ``pack_dir``; the pack's name (its checksum)."""
-    return _install(pack_dir, _entries(objects))
+def write_pack(pack_dir: Path, objects: Sequence[Raw], *, sync_folder: bool = True) -> str:
+    """Write ``objects`` as one durable pack in ``pack_dir``; the pack's name (its checksum).
+
+    With ``sync_folder`` False the pack's files are durable but their names are not until
+    the caller syncs ``pack_dir`` (together with other files, in one wait).
+    """
+    return _install(pack_dir, _entries(objects), sync_folder=sync_folder)
 
 
-def _install(pack_dir: Path, entries: Sequence[_Entry]) -> str:
+def _install(pack_dir: Path, entries: Sequence[_Entry], *, sync_folder: bool = True) -> str:
     pack, idx, name = _assemble(entries)
     pack_dir.mkdir(exist_ok=True)
     tmp_pack = pack_dir / f"{TMP_PACK}{name}"
@@ -222,7 +226,8 @@ def _install(pack_dir: Path, entries: Sequence[_Entry]) -> str:
     os.rename(tmp_pack, pack_dir / f"pack-{name}.pack")
     faults.point("pack-renamed")
     os.rename(tmp_idx, pack_dir / f"pack-{name}.idx")
-    fsync_dir(pack_dir)
+    if sync_folder:
+        fsync_dir(pack_dir)
     return name
 
 

@@ -40,6 +40,7 @@ from mnoted.errors import (
     WorkspaceInvalid,
 )
 from mnoted.store import (
+    durable,
     faults,
     gitindex,
     gitlock,
@@ -717,38 +718,72 @@ class Workspace:
 
         Objects first (one pack for all, :mod:`~mnoted.store.packs`), then the journal naming
         the files to write, then the compare-and-swap of the branch from the first commit's
-        parent.
+        parent. Three waits: the pack's files; then, in one, the pack folder (the pack's
+        names), the journal and the branch's lock file; then the branch's folder. The
+        journal may become durable before the pack's names do: recovery drops a journaled
+        commit whose objects are missing, and the branch moves only after all three.
         """
-        if len(self._staging):
-            name = packs.write_pack(self._pack_dir, self._staging.objects())
+        wrote_pack = len(self._staging) > 0
+        if wrote_pack:
+            name = packs.write_pack(self._pack_dir, self._staging.objects(), sync_folder=False)
             self._levels[0].append(name)
         self._staging.clear()  # libgit2 finds them in the new pack (it rescans on a miss)
-        faults.point("objects-written")
         parent, last = staged[0].result.parent, staged[-1]
         entry = Entry(
             last.result.command_id, self._branch, parent, last.result.commit, _merged(staged)
         )
-        self._journal.write(entry)
-        faults.point("journal-written")
         try:
-            refs.update_branch(
+            held = refs.lock_branch(
                 self.gitdir,
+                self._branch,
+                parent,
+                last.result.commit,
+                wait=self._lock_wait,
+                sync=False,
+            )
+        except refs.HeadMoved:
+            return None
+        try:
+            self._journal.write(entry, sync=False)
+            self._sync_landing(held.token, wrote_pack)
+            faults.point("objects-written")
+        except BaseException:
+            held.release()
+            self._journal.clear()
+            raise
+        try:
+            faults.point("journal-written")
+        except BaseException:
+            held.release()  # the journal stays: the next write completes the command
+            raise
+        try:
+            refs.commit_branch(
+                self.gitdir,
+                held,
                 self._branch,
                 parent,
                 last.result.commit,
                 ident=f"{COMMITTER.name} <{COMMITTER.email}>",
                 message=last.message if len(staged) == 1 else f"{len(staged)} commands",
-                wait=self._lock_wait,
             )
-        except refs.HeadMoved:
-            self._journal.clear()
-            return None
         except BaseException:
             self._journal.clear()
             raise
         faults.point("ref-updated")
         self._head = last.result.commit
         return entry
+
+    def _sync_landing(self, token: Path, pack_folder: bool) -> None:
+        """One wait for the journal, the branch's lock file and the pack folder's new names."""
+        opened: list[int] = []
+        try:
+            opened.append(os.open(token, os.O_RDONLY | os.O_CLOEXEC))
+            if pack_folder:
+                opened.append(os.open(self._pack_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+            durable.sync_fds([self._journal.fd, *opened])
+        finally:
+            for fd in opened:
+                os.close(fd)
 
     def _finish(self, entry: Entry, record: Callable[[], object]) -> None:
         """After the branch moved: write the files, ``record`` in the sidecar, drop the journal."""
