@@ -8,10 +8,11 @@ any thread. Only one process serves a workspace at a time (an ``flock`` on
 ``.mnote/state/daemon.lock``).
 
 A command goes: commit pending external edits of its paths → write blobs, trees (only along
-the changed paths) and the commit object, then sync them → journal → compare-and-swap the
-branch → write the files atomically → record it in the sidecar → drop the journal. Inside
-:meth:`Workspace.group` commands are staged one on another and land together (one sync of
-their objects, one journal entry, one compare-and-swap, their files synced together). The Git
+the changed paths) and the commit object, kept in memory → land them as one pack → journal →
+compare-and-swap the branch → write the files atomically → record it in the sidecar → drop
+the journal. Inside :meth:`Workspace.group` commands are staged one on another and land
+together (one pack of their objects, one journal entry, one compare-and-swap, their files
+synced together). The Git
 index is refreshed for those paths when the daemon is idle (:meth:`Workspace.idle`).
 """
 
