@@ -57,9 +57,13 @@ class Staging(pygit2.OdbBackend):
     cffi-based parts (``Repository.index``, merges, checkouts), which release the GIL.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, carried: Staging | None) -> None:
+        """An empty staging, or one holding what ``carried`` holds (a new object database
+        needs a new backend)."""
         super().__init__()
-        self._objects: dict[pygit2.Oid, tuple[int, bytes]] = {}
+        self._objects: dict[pygit2.Oid, tuple[int, bytes]] = (
+            dict(carried._objects) if carried is not None else {}
+        )
 
     def __len__(self) -> int:
         return len(self._objects)

@@ -51,7 +51,7 @@ from mnoted.store import (
     refs,
     trees,
 )
-from mnoted.store.atomic import make_dirs, remove_temp_files, write_atomic
+from mnoted.store.atomic import fsync_dir, make_dirs, remove_temp_files, write_atomic
 from mnoted.store.bootstrap import (
     EXTERNAL_ACTOR,
     check_repository,
@@ -135,9 +135,12 @@ class Workspace:
         # Bytes of the blobs staged and not yet landed: read back without inflating them.
         self._fresh: dict[str, bytes] = {}
         # New objects stay in memory until they land as one pack (store.packs).
-        self._staging = packs.Staging()
-        repo.odb.add_backend(self._staging, _STAGING_PRIORITY)
         self._pack_dir = self.gitdir / "objects" / "pack"
+        if not self._pack_dir.is_dir():  # libgit2 watches only a pack folder it saw at open
+            self._pack_dir.mkdir()
+            fsync_dir(self._pack_dir.parent)
+        self._staging = packs.Staging(None)
+        self._reopen_objects()
         self._levels: list[list[str]] = [[]]  # the packs this store wrote, by merge level
         self._pack_lock = threading.Lock()  # maintenance() and the writer's merges
         self._odb_stale = False  # maintenance() removed packs the repository still lists
@@ -846,7 +849,7 @@ class Workspace:
         """Give the repository a fresh object database: libgit2 keeps listing (and holding
         open) packs that were merged and deleted, and would search them on every miss."""
         self._odb_stale = False
-        self._staging = packs.Staging()  # a backend belongs to one object database
+        self._staging = packs.Staging(self._staging)  # a backend belongs to one database
         odb = pygit2.Odb(str(self.gitdir / "objects"))
         odb.add_backend(self._staging, _STAGING_PRIORITY)
         self._repo.set_odb(odb)

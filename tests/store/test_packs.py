@@ -157,3 +157,16 @@ def test_without_upkeep_a_landing_merges_at_twice_the_level(
     assert max(counts) <= 2 * 3 * 3  # fewer than six at each of (at most) three levels
     assert counts[:6] == [2, 3, 4, 5, 1, 2]  # with the first commit's: six packs, merged
     git(ws.root, "fsck", "--strict")
+
+
+def test_a_repository_without_a_pack_folder_gets_one(tmp_path: Path) -> None:
+    root = tmp_path / "notes"
+    git(tmp_path, "init", "-q", "-b", "main", str(root))
+    (root / ".git/objects/pack").rmdir()  # libgit2 would never look for packs there
+    with Workspace.init(root) as ws:
+        ws.apply(CommandMeta("x", actor="hermes"), [Write("p.md", b"one\n")])
+        ws.apply(CommandMeta("x", actor="hermes"), [Write("p.md", b"two\n")])
+        assert ws.read_head("p.md") == b"two\n"
+        assert len(packs.pack_names(root / ".git/objects/pack")) == 3
+    git(root, "fsck", "--strict")
+    assert git(root, "show", "HEAD:p.md") == "two\n"
