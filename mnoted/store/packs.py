@@ -75,6 +75,10 @@ class Staging(pygit2.OdbBackend):
     def clear(self) -> None:
         self._objects.clear()
 
+    def add(self, oid: pygit2.Oid, kind: int, data: bytes) -> None:
+        """Stage an object the store made itself (not through libgit2)."""
+        self._objects.setdefault(oid, (kind, data))
+
     # the callbacks libgit2 makes (names fixed by pygit2)
     def write_cb(self, oid: pygit2.Oid, data: bytes, kind: int) -> None:
         self._objects[oid] = (kind, data)
