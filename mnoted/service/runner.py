@@ -200,6 +200,10 @@ class WorkspaceRunner:
             return
         for job, result in zip(live, results, strict=True):
             job.future.set_result(result)
+        try:
+            self.ws.upkeep()  # after the answers: merging packs delays no one
+        except MnoteError as exc:
+            log.warning("upkeep after a group failed: %s", exc.message)
 
     def _on_idle(self, idle_done: bool) -> bool:
         assert self.ws is not None

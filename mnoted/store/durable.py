@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 _WORKERS = 8
 _pool: ThreadPoolExecutor | None = None
@@ -30,44 +29,28 @@ def _executor() -> ThreadPoolExecutor:
 
 
 def sync_fds(fds: Sequence[int]) -> None:
-    """fsync every fd, concurrently when there are several; raise the first error."""
-    if len(fds) <= 2:
-        for fd in fds:
-            os.fsync(fd)
+    """fsync every fd, concurrently when there are several; raise the first error.
+
+    The first is synced on the calling thread while the pool syncs the others; every fd is
+    synced (or has failed) before this returns, so the caller may close them.
+    """
+    if not fds:
         return
-    for done in [_executor().submit(os.fsync, fd) for fd in fds]:
-        done.result()
+    pending = [_executor().submit(os.fsync, fd) for fd in fds[1:]]
+    error: BaseException | None = None
+    try:
+        os.fsync(fds[0])
+    except BaseException as exc:
+        error = exc
+    for done in pending:
+        try:
+            done.result()
+        except BaseException as exc:
+            error = error or exc
+    if error is not None:
+        raise error
 
 
 CHUNK = 256
 """Files open at once while syncing: a commit of 75,000 new files must not hit the
 process's file limit (1,024 under systemd by default)."""
-
-
-def sync_paths(paths: Iterable[Path]) -> None:
-    """fsync files and folders by path (a path that no longer exists is skipped)."""
-    unique = list(dict.fromkeys(paths))
-    for start in range(0, len(unique), CHUNK):
-        fds: list[int] = []
-        try:
-            for path in unique[start : start + CHUNK]:
-                try:
-                    fds.append(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC))
-                except FileNotFoundError:
-                    continue
-            sync_fds(fds)
-        finally:
-            for fd in fds:
-                os.close(fd)
-
-
-def object_paths(gitdir: Path, oids: Iterable[str]) -> list[Path]:
-    """The loose files of ``oids``, their fan-out folders and ``objects/`` itself.
-
-    An object that was already in the database (a pack or an earlier loose file) is durable
-    already; its path, if absent, is skipped by :func:`sync_paths`.
-    """
-    objects = gitdir / "objects"
-    files = [objects / oid[:2] / oid[2:] for oid in dict.fromkeys(oids)]
-    folders = dict.fromkeys(f.parent for f in files)
-    return [*files, *folders, objects] if files else []

@@ -13,6 +13,7 @@ import signal
 
 STEPS = (
     "external-committed",
+    "pack-renamed",
     "objects-written",
     "journal-written",
     "ref-updated",

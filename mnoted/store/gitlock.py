@@ -58,9 +58,18 @@ class HeldLock:
 
 
 def acquire(
-    gitdir: Path, target: Path, content: bytes = b"", *, wait: float = WAIT_SECONDS
+    gitdir: Path,
+    target: Path,
+    content: bytes = b"",
+    *,
+    wait: float = WAIT_SECONDS,
+    sync: bool = True,
 ) -> HeldLock:
-    """Take ``<target>.lock`` holding ``content`` (fsynced), retrying up to ``wait`` seconds."""
+    """Take ``<target>.lock`` holding ``content``, retrying up to ``wait`` seconds.
+
+    The content is fsynced unless ``sync`` is False: then the caller syncs ``lock.token``
+    itself (with other files, in one wait) before :meth:`HeldLock.commit`.
+    """
     tokens = token_dir(gitdir)
     tokens.mkdir(parents=True, exist_ok=True)
     rel = target.relative_to(gitdir).as_posix()
@@ -68,7 +77,8 @@ def acquire(
     fd = os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         os.write(fd, content)
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     lock = target.with_name(target.name + ".lock")

@@ -11,7 +11,7 @@ rebuilt sidecar equals the incremental one.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import pygit2
 
@@ -52,15 +52,17 @@ def replay(
     *,
     mark_pending: bool = False,
     fresh: Mapping[str, bytes] | None = None,
+    paths: Sequence[str] | None = None,
 ) -> list[str]:
     """Record one commit (diffed against its first parent); return the paths it changed.
 
-    ``fresh`` holds the bytes of blobs just written (no need to read them back).
+    ``fresh`` holds the bytes of blobs just written (no need to read them back); ``paths``
+    the only paths the commit may change, when the caller made it (``treediff.diff``).
     """
     cid = str(commit.id)
     parent = commit.parents[0].tree if commit.parents else None
     changed: list[str] = []
-    for delta in treediff.diff(repo, parent, commit.tree):
+    for delta in treediff.diff(repo, parent, commit.tree, paths):
         if delta.status == "D":
             assert delta.old_path is not None
             row = side.file(delta.old_path)
@@ -131,8 +133,11 @@ def advance(
     head: str | None,
     branch: str,
     fresh: Mapping[str, bytes] | None = None,
+    written: Mapping[str, Sequence[str]] | None = None,
 ) -> bool:
     """Bring the sidecar from its indexed commit to ``head``; return True if it rebuilt.
+
+    ``written`` maps commits the caller made to the paths each wrote (a shortcut for the diff).
 
     When the indexed commit is a first-parent ancestor of ``head`` only the new commits are
     replayed (and our own commits' paths are marked for the Git index refresh); otherwise
@@ -159,7 +164,8 @@ def advance(
         for oid in reversed(chain):
             commit = repo[oid]
             assert isinstance(commit, pygit2.Commit)
-            replay(repo, side, commit, kept, mark_pending=found, fresh=fresh)
+            paths = written.get(str(oid)) if written and found else None
+            replay(repo, side, commit, kept, mark_pending=found, fresh=fresh, paths=paths)
         side.set_meta("indexed_head", head or "")
         side.set_meta("branch", branch)
         side.commit()

@@ -73,12 +73,20 @@ class Journal:
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         fsync_dir(state_dir)
 
-    def write(self, entry: Entry) -> None:
+    @property
+    def fd(self) -> int:
+        """The journal's file descriptor (to sync it together with other files)."""
+        return self._fd
+
+    def write(self, entry: Entry, *, sync: bool = True) -> None:
+        """Replace the record; durable at return unless ``sync`` is False (the caller then
+        syncs :attr:`fd`)."""
         body = entry.to_json()
         record = hashlib.sha256(body).hexdigest().encode("ascii") + b"\n" + body
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, record, 0)
-        os.fdatasync(self._fd)
+        if sync:
+            os.fdatasync(self._fd)
 
     def read(self) -> Entry | None:
         """The pending entry, or None (a torn or unreadable journal was never acted on)."""

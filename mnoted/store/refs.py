@@ -89,13 +89,49 @@ def update_branch(
     wait: float = gitlock.WAIT_SECONDS,
 ) -> None:
     """Move ``refname`` from ``old`` to ``new`` or raise :class:`HeadMoved`; log it."""
+    held = lock_branch(gitdir, refname, old, new, wait=wait, sync=True)
+    commit_branch(gitdir, held, refname, old, new, ident=ident, message=message)
+
+
+def lock_branch(
+    gitdir: Path,
+    refname: str,
+    old: str | None,
+    new: str,
+    *,
+    wait: float = gitlock.WAIT_SECONDS,
+    sync: bool = True,
+) -> gitlock.HeldLock:
+    """Take ``refname``'s lock holding ``new`` if it still names ``old``, else HeadMoved.
+
+    With ``sync`` False the lock's content is not yet durable: the caller syncs
+    ``held.token`` before :func:`commit_branch` (together with its own files).
+    """
     target = gitdir / refname
     target.parent.mkdir(parents=True, exist_ok=True)
-    held = gitlock.acquire(gitdir, target, (new + "\n").encode("ascii"), wait=wait)
+    held = gitlock.acquire(gitdir, target, (new + "\n").encode("ascii"), wait=wait, sync=sync)
     try:
         current = read_ref(gitdir, refname)
         if current != old:
             raise HeadMoved(current)
+    except BaseException:
+        held.release()
+        raise
+    return held
+
+
+def commit_branch(
+    gitdir: Path,
+    held: gitlock.HeldLock,
+    refname: str,
+    old: str | None,
+    new: str,
+    *,
+    ident: str,
+    message: str,
+) -> None:
+    """Log the move and put the lock taken by :func:`lock_branch` in place (synced)."""
+    try:
         _append_reflog(gitdir, refname, old, new, ident, message)
         held.commit()
     except BaseException:

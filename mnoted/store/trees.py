@@ -37,12 +37,16 @@ def build(
     repo: pygit2.Repository,
     base: pygit2.Tree | None,
     changes: Mapping[str, Entry],
-    written: list[pygit2.Oid] | None = None,
 ) -> pygit2.Oid:
-    """The id of ``base`` with ``changes`` applied (paths are normalised, '/'-separated).
+    """The id of ``base`` with ``changes`` applied (paths are normalised, '/'-separated)."""
+    return _build(repo, base, changes)[0]
 
-    Every tree object written is appended to ``written`` (the store makes them durable).
-    """
+
+def _build(
+    repo: pygit2.Repository, base: pygit2.Tree | None, changes: Mapping[str, Entry]
+) -> tuple[pygit2.Oid, int]:
+    """The new tree's id and its number of entries (an empty folder is dropped by its
+    parent, without reading the tree just written back)."""
     split: dict[str, dict[str, Entry]] = {}
     for path, entry in changes.items():
         head, _, rest = path.partition("/")
@@ -66,13 +70,10 @@ def build(
             raise PathRejected(f"{name!r} is a file, not a folder", path=name)
         subtree = repo[existing.id] if existing is not None else None
         assert subtree is None or isinstance(subtree, pygit2.Tree)
-        new_id = build(repo, subtree, sub, written)
-        if len(repo[new_id]) == 0:  # type: ignore[arg-type]
+        new_id, size = _build(repo, subtree, sub)
+        if size == 0:
             if existing is not None:
                 builder.remove(name)
         else:
             builder.insert(name, new_id, TREE)
-    tree_id = builder.write()
-    if written is not None:
-        written.append(tree_id)
-    return tree_id
+    return builder.write(), len(builder)

@@ -8,10 +8,11 @@ may :meth:`Workspace.still_as_read`, which only stats files. Only one process se
 workspace at a time (an ``flock`` on ``.mnote/state/daemon.lock``).
 
 A command goes: commit pending external edits of its paths → write blobs, trees (only along
-the changed paths) and the commit object, then sync them → journal → compare-and-swap the
-branch → write the files atomically → record it in the sidecar → drop the journal. Inside
-:meth:`Workspace.group` commands are staged one on another and land together (one sync of
-their objects, one journal entry, one compare-and-swap, their files synced together). The Git
+the changed paths) and the commit object, kept in memory → land them as one pack → journal →
+compare-and-swap the branch → write the files atomically → record it in the sidecar → drop
+the journal. Inside :meth:`Workspace.group` commands are staged one on another and land
+together (one pack of their objects, one journal entry, one compare-and-swap, their files
+synced together). The Git
 index is refreshed for those paths when the daemon is idle (:meth:`Workspace.idle`).
 """
 
@@ -29,6 +30,7 @@ from types import TracebackType
 
 import pygit2
 
+from mnoted.core.blob import blob_id
 from mnoted.errors import (
     Conflict,
     InternalError,
@@ -47,13 +49,13 @@ from mnoted.store import (
     gitlock,
     indexer,
     indexstat,
-    loose,
     message,
+    packs,
     refs,
     scan,
     trees,
 )
-from mnoted.store.atomic import make_dirs, remove_temp_files, write_atomic
+from mnoted.store.atomic import fsync_dir, make_dirs, remove_temp_files, write_atomic
 from mnoted.store.bootstrap import (
     EXTERNAL_ACTOR,
     check_repository,
@@ -89,6 +91,13 @@ PROCESS_LOCK = "daemon.lock"
 COMMITTER = Identity("mnoted", indexer.COMMITTER_EMAIL)
 _CAS_ATTEMPTS = 5
 TREE_CACHE_LIMIT = 16 << 20
+PACKS_PER_LEVEL = 16
+"""The store's own packs are merged by sixteen: sixteen landings' packs into one, sixteen of
+those into one, ... so a daemon that never idles keeps a few dozen packs, not thousands."""
+_STAGING_PRIORITY = 2
+"""libgit2's pack backend has priority 2 and its loose backend 1; backends of equal priority
+keep the order they were added in, so reads try the packs first, then the staged objects
+(Python), then loose files, and writes go to the first backend that writes: the staging."""
 log = logging.getLogger("mnoted.store")
 
 
@@ -136,6 +145,16 @@ class Workspace:
         self._stats = StatCache()
         self._index_cache: tuple[object, indexstat.IndexStat] | None = None
         self._staged_cache: tuple[object, set[str]] | None = None
+        # New objects stay in memory until they land as one pack (store.packs).
+        self._pack_dir = self.gitdir / "objects" / "pack"
+        if not self._pack_dir.is_dir():  # libgit2 watches only a pack folder it saw at open
+            self._pack_dir.mkdir()
+            fsync_dir(self._pack_dir.parent)
+        self._staging = packs.Staging(None)
+        self._reopen_objects()
+        self._levels: list[list[str]] = [[]]  # the packs this store wrote, by merge level
+        self._pack_lock = threading.Lock()  # maintenance() and the writer's merges
+        self._odb_stale = False  # maintenance() removed packs the repository still lists
 
     # opening ------------------------------------------------------------------------------
     @classmethod
@@ -697,6 +716,19 @@ class Workspace:
     def idle(self) -> None:
         """Called by the writer thread when it has nothing queued: refresh the Git index."""
         self.flush_index()
+        self.upkeep()
+        if self._odb_stale:
+            self._reopen_objects()
+
+    def upkeep(self) -> None:
+        """Merge the store's packs once :data:`PACKS_PER_LEVEL` of a level piled up.
+
+        The daemon's writer calls it after answering a group, so the merge is not part of
+        anyone's wait; a landing merges by itself only at twice that (callers that never
+        call this, or :meth:`idle`, still keep a bounded number of packs).
+        """
+        self._check_thread()
+        self._merge_packs(PACKS_PER_LEVEL)
 
     def flush_index(self) -> None:
         """Make the Git index agree with HEAD for every path mnoted committed."""
@@ -711,8 +743,12 @@ class Workspace:
         self._side.clear_index_pending(pending)
 
     def maintenance(self, *, min_objects: int = 1) -> PackReport:
-        """Pack loose objects (any thread; uses its own Repository)."""
-        return pack_loose_objects(self.gitdir, min_objects=min_objects)
+        """Pack loose objects, merge packs (any thread; uses its own Repository)."""
+        with self._pack_lock:
+            report = pack_loose_objects(self.gitdir, min_objects=min_objects)
+            if report.merged_packs:
+                self._odb_stale = True
+            return report
 
     def rebuild(self) -> None:
         """Recompute the sidecar (ids, revisions, history, idempotency) from Git history."""
@@ -762,7 +798,14 @@ class Workspace:
         staged = self._stage(meta, targets, subject_paths, on_disk)
         group = self._group
         if group is not None:
-            indexer.advance(self._repo, self._side, staged.result.commit, self._branch, self._fresh)
+            indexer.advance(
+                self._repo,
+                self._side,
+                staged.result.commit,
+                self._branch,
+                self._fresh,
+                {staged.result.commit: staged.paths},
+            )
             group.add(staged)
             self._head = staged.result.commit
             return staged.result
@@ -773,7 +816,14 @@ class Workspace:
             return None
         self._finish(
             entry,
-            lambda: indexer.advance(self._repo, self._side, self._head, self._branch, self._fresh),
+            lambda: indexer.advance(
+                self._repo,
+                self._side,
+                self._head,
+                self._branch,
+                self._fresh,
+                {staged.result.commit: staged.paths},
+            ),
         )
         return staged.result
 
@@ -785,68 +835,108 @@ class Workspace:
         base = self._head_tree()
         entries: dict[str, trees.Entry] = {}
         steps: list[FileStep] = []
-        objects: list[pygit2.Oid] = []
         for t in targets:
             old = trees.entry_at(base, t.path)
             if t.data is None:
                 entries[t.path] = None
                 steps.append(FileStep(t.path, old[0] if old else None, None, t.mode))
             else:
-                if len(t.data) >= loose.STORED_FROM:
-                    blob = pygit2.Oid(hex=loose.write_blob(self.gitdir / "objects", t.data))
-                else:
-                    blob = self._repo.create_blob(t.data)
+                blob = self._write_blob(t.data)
                 self._fresh[str(blob)] = t.data
-                objects.append(blob)
                 entries[t.path] = (blob, t.mode)
                 steps.append(FileStep(t.path, old[0] if old else None, str(blob), t.mode))
-        tree_id = trees.build(self._repo, base, entries, objects)
+        tree_id = trees.build(self._repo, base, entries)
         author = self._author(meta)
         committer = pygit2.Signature(COMMITTER.name, COMMITTER.email)
         text = message.format_message(meta, subject_paths)
         parents = [pygit2.Oid(hex=parent)] if parent else []
         commit_id = self._repo.create_commit(None, author, committer, text, tree_id, parents)
-        objects.append(commit_id)
         result = CommitResult(
             str(commit_id), meta.command_id, parent, tuple(t.path for t in targets)
         )
-        return _Staged(result, text, () if on_disk else tuple(steps), [str(o) for o in objects])
+        return _Staged(result, text, () if on_disk else tuple(steps), tuple(entries))
+
+    def _write_blob(self, data: bytes) -> pygit2.Oid:
+        """Stage a blob; a large one is hashed by OpenSSL's SHA-1 and staged directly
+        (libgit2's collision-detecting SHA-1 took ~4 ms for a 1 MB page, 3x longer)."""
+        if len(data) < packs.STORED_FROM:
+            return self._repo.create_blob(data)
+        oid = pygit2.Oid(hex=blob_id(data))
+        if oid not in self._repo.odb:
+            self._staging.add(oid, pygit2.GIT_OBJECT_BLOB, data)
+        return oid
 
     def _land(self, staged: list[_Staged]) -> Entry | None:
         """Make staged commits durable and move the branch to the last; None if it moved.
 
-        Objects first (one barrier for all), then the journal naming the files to write,
-        then the compare-and-swap of the branch from the first commit's parent.
+        Objects first (one pack for all, :mod:`~mnoted.store.packs`), then the journal naming
+        the files to write, then the compare-and-swap of the branch from the first commit's
+        parent. Three waits: the pack's files; then, in one, the pack folder (the pack's
+        names), the journal and the branch's lock file; then the branch's folder. The
+        journal may become durable before the pack's names do: recovery drops a journaled
+        commit whose objects are missing, and the branch moves only after all three.
         """
-        durable.sync_paths(
-            durable.object_paths(self.gitdir, (o for s in staged for o in s.objects))
-        )
-        faults.point("objects-written")
+        wrote_pack = len(self._staging) > 0
+        if wrote_pack:
+            name = packs.write_pack(self._pack_dir, self._staging.objects(), sync_folder=False)
+            self._levels[0].append(name)
+        self._staging.clear()  # libgit2 finds them in the new pack (it rescans on a miss)
         parent, last = staged[0].result.parent, staged[-1]
         entry = Entry(
             last.result.command_id, self._branch, parent, last.result.commit, _merged(staged)
         )
-        self._journal.write(entry)
-        faults.point("journal-written")
         try:
-            refs.update_branch(
+            held = refs.lock_branch(
                 self.gitdir,
+                self._branch,
+                parent,
+                last.result.commit,
+                wait=self._lock_wait,
+                sync=False,
+            )
+        except refs.HeadMoved:
+            return None
+        try:
+            self._journal.write(entry, sync=False)
+            self._sync_landing(held.token, wrote_pack)
+            faults.point("objects-written")
+        except BaseException:
+            held.release()
+            self._journal.clear()
+            raise
+        try:
+            faults.point("journal-written")
+        except BaseException:
+            held.release()  # the journal stays: the next write completes the command
+            raise
+        try:
+            refs.commit_branch(
+                self.gitdir,
+                held,
                 self._branch,
                 parent,
                 last.result.commit,
                 ident=f"{COMMITTER.name} <{COMMITTER.email}>",
                 message=last.message if len(staged) == 1 else f"{len(staged)} commands",
-                wait=self._lock_wait,
             )
-        except refs.HeadMoved:
-            self._journal.clear()
-            return None
         except BaseException:
             self._journal.clear()
             raise
         faults.point("ref-updated")
         self._head = last.result.commit
         return entry
+
+    def _sync_landing(self, token: Path, pack_folder: bool) -> None:
+        """One wait for the journal, the branch's lock file and the pack folder's new names."""
+        opened: list[int] = []
+        try:
+            opened.append(os.open(token, os.O_RDONLY | os.O_CLOEXEC))
+            if pack_folder:
+                opened.append(os.open(self._pack_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+            durable.sync_fds([self._journal.fd, *opened])
+        finally:
+            for fd in opened:
+                os.close(fd)
 
     def _finish(self, entry: Entry, record: Callable[[], object]) -> None:
         """After the branch moved: write the files, ``record`` in the sidecar, drop the journal."""
@@ -871,8 +961,47 @@ class Workspace:
         finally:
             self._fresh.clear()
         self.last_write = time.monotonic()
+        self._merge_packs(2 * PACKS_PER_LEVEL)
         if diverged:
             self.commit_external(diverged)
+
+    def _merge_packs(self, at: int) -> None:
+        """Merge each level of the store's packs that holds ``at`` packs or more into one
+        pack of the next level (on the writer thread).
+
+        Skipped while :meth:`maintenance` runs (it merges packs itself); a failure only leaves
+        more packs, so it is logged, never raised to the commands that already landed.
+        """
+        level = 0
+        merged = False
+        while level < len(self._levels) and len(self._levels[level]) >= at:
+            if not self._pack_lock.acquire(blocking=False):
+                break
+            try:
+                done = packs.merge_packs(self._pack_dir, self._levels[level])
+            except (OSError, ValueError) as exc:
+                log.warning("merging packs failed (they stay as they are): %s", exc)
+                break
+            finally:
+                self._pack_lock.release()
+            self._levels[level] = []
+            merged = True
+            if done is not None:
+                if level + 1 == len(self._levels):
+                    self._levels.append([])
+                self._levels[level + 1].append(done[0])
+            level += 1
+        if merged:
+            self._reopen_objects()
+
+    def _reopen_objects(self) -> None:
+        """Give the repository a fresh object database: libgit2 keeps listing (and holding
+        open) packs that were merged and deleted, and would search them on every miss."""
+        self._odb_stale = False
+        self._staging = packs.Staging(self._staging)  # a backend belongs to one database
+        odb = pygit2.Odb(str(self.gitdir / "objects"))
+        odb.add_backend(self._staging, _STAGING_PRIORITY)
+        self._repo.set_odb(odb)
 
     @contextlib.contextmanager
     def group(self) -> Iterator[None]:
@@ -939,12 +1068,14 @@ class Workspace:
         """Forget a group that did not land: sidecar rolled back, HEAD read again."""
         self._group = None
         self._fresh.clear()
+        self._staging.clear()
         self._side.rollback()
         self._head = group.base
         self.refresh()
 
     def _recover(self) -> None:
         """Complete or drop a command a crash interrupted (see ``docs/store.md``)."""
+        packs.recover(self._pack_dir)
         entry = self._journal.read()
         self._needs_recovery = False
         if entry is None:
@@ -1005,7 +1136,7 @@ class _Staged:
     result: CommitResult
     message: str
     steps: tuple[FileStep, ...]  # files to write (none for edits already on disk)
-    objects: list[str]
+    paths: tuple[str, ...]  # every path the commit writes or removes
 
 
 @dataclass

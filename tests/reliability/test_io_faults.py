@@ -16,6 +16,7 @@ from mnoted.store import faults
 from tests.service.conftest import Harness
 
 STEPS = [
+    "pack-renamed",
     "objects-written",
     "journal-written",
     "ref-updated",
@@ -48,6 +49,7 @@ def check(h: Harness) -> None:
     assert h.git("status", "--porcelain") == ""
     assert h.git("show", "HEAD:notes/plan.md") == (h.root / "notes/plan.md").read_text()
     assert [p for p in h.root.rglob(".mnote-tmp-*")] == []
+    assert list((h.root / ".git/objects/pack").glob("tmp_*")) == []
 
 
 @pytest.mark.parametrize("step", STEPS)

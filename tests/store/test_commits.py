@@ -199,18 +199,18 @@ def test_a_commit_racing_ours_is_not_overwritten(
 ) -> None:
     from mnoted.store import refs
 
-    real = refs.update_branch
+    real = refs.lock_branch
     raced: list[str] = []
 
-    def racing(*args: object, **kw: object) -> None:
+    def racing(*args: object, **kw: object) -> object:
         if not raced:  # the user commits between our read of HEAD and our ref update
             (ws.root / "race.md").write_text("race\n")
             git(ws.root, "add", "race.md")
             git(ws.root, "commit", "-qm", "racing user commit")
             raced.append(git(ws.root, "rev-parse", "HEAD").strip())
-        real(*args, **kw)  # type: ignore[arg-type]
+        return real(*args, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(refs, "update_branch", racing)
+    monkeypatch.setattr(refs, "lock_branch", racing)
     result = ws.apply(CommandMeta("page.create", actor="hermes"), [Write("p.md", b"v1\n")])
     assert result.parent == raced[0]
     assert git(ws.root, "rev-list", "--count", f"{raced[0]}..HEAD").strip() == "1"

@@ -21,7 +21,7 @@ def test_similarity() -> None:
 
 
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     before=st.dictionaries(st.sampled_from(NAMES), st.integers(0, 3), max_size=5),
@@ -56,3 +56,7 @@ def test_changed_paths_match_git(
         if d.status == "R":
             assert d.old_path is not None and d.new_path is not None
             assert d.old_path not in {x.new_path for x in ours if x.status != "R"}
+    # Given every path that may differ, the lookup answers as the walk does (or walks
+    # itself, when a path is a folder on one side).
+    named = [*before, *after, "never/there.md"]
+    assert treediff.diff(repo, old, new, named) == ours

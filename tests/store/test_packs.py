@@ -1,0 +1,172 @@
+"""Objects written as packs: the formats (checked by git), recovery, the writer's merges."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mnoted.store import CommandMeta, Workspace, Write, packs, workspace
+from mnoted.store.maintenance import loose_objects
+from tests.store.conftest import assert_clean, git
+
+
+def raw(kind: str, data: bytes) -> packs.Raw:
+    """An object as packs.write_pack takes it, with its id computed as Git does."""
+    number = {"commit": 1, "tree": 2, "blob": 3}[kind]
+    oid = hashlib.sha1(b"%s %d\0" % (kind.encode(), len(data)) + data).digest()
+    return oid, number, data
+
+
+def cat(repo: Path, oid: bytes) -> bytes:
+    return subprocess.run(
+        ["git", "-C", str(repo), "cat-file", "-p", oid.hex()], capture_output=True, check=True
+    ).stdout
+
+
+def verify(repo: Path, name: str) -> str:
+    return git(repo, "verify-pack", "-v", str(repo / ".git/objects/pack" / f"pack-{name}.idx"))
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "r"
+    git(tmp_path, "init", "-q", str(root))
+    return root
+
+
+def test_a_written_pack_is_what_git_reads(repo: Path) -> None:
+    big = os.urandom(100_000)  # stored undeflated, as its size says
+    objects = [raw("blob", b"hello\n"), raw("blob", big), raw("blob", b"")]
+    objects += [raw("blob", b"x%d\n" % i) for i in range(300)]  # every fan-out bucket
+    pack_dir = repo / ".git/objects/pack"
+    name = packs.write_pack(pack_dir, [*objects, objects[0]])  # a duplicate is written once
+    listing = verify(repo, name)
+    assert f"non delta: {len(objects)} objects" in listing
+    assert cat(repo, objects[0][0]) == b"hello\n"
+    assert cat(repo, objects[1][0]) == big
+    assert cat(repo, objects[2][0]) == b""
+    stored = next(line for line in listing.splitlines() if line.startswith(objects[1][0].hex()))
+    assert int(stored.split()[3]) > len(big)
+    assert sorted(os.listdir(pack_dir)) == [f"pack-{name}.idx", f"pack-{name}.pack"]
+    assert [e.oid for e in packs.read_index((pack_dir / f"pack-{name}.idx").read_bytes())] == (
+        sorted(o[0] for o in objects)
+    )
+    git(repo, "fsck", "--strict")
+
+
+def test_merging_copies_every_object_and_removes_the_sources(repo: Path) -> None:
+    pack_dir = repo / ".git/objects/pack"
+    groups = [[raw("blob", b"g%d o%d\n" % (g, o)) for o in range(5)] for g in range(4)]
+    groups[3].append(groups[0][0])  # an object in two packs is kept once
+    names = [packs.write_pack(pack_dir, g) for g in groups]
+    merged = packs.merge_packs(pack_dir, [*names, "0" * 40])  # a vanished pack is skipped
+    assert merged is not None
+    name, count = merged
+    assert count == 20
+    assert packs.pack_names(pack_dir) == [name]
+    assert "non delta: 20 objects" in verify(repo, name)
+    for g in groups:
+        for oid, _, data in g:
+            assert cat(repo, oid) == data
+    git(repo, "fsck", "--strict")
+
+
+def test_recovery_completes_a_pack_whose_index_was_synced_and_drops_the_rest(
+    repo: Path,
+) -> None:
+    pack_dir = repo / ".git/objects/pack"
+    done = [raw("blob", b"landed\n")]
+    name = packs.write_pack(pack_dir, done)
+    # as if killed between the two renames: the pack in place, its index still temporary
+    os.rename(pack_dir / f"pack-{name}.idx", pack_dir / f"{packs.TMP_IDX}{name}")
+    # and an earlier write killed before any rename
+    (pack_dir / f"{packs.TMP_PACK}{'1' * 40}").write_bytes(b"PACK partial")
+    (pack_dir / f"{packs.TMP_IDX}{'1' * 40}").write_bytes(b"partial")
+    packs.recover(pack_dir)
+    assert sorted(os.listdir(pack_dir)) == [f"pack-{name}.idx", f"pack-{name}.pack"]
+    assert cat(repo, done[0][0]) == b"landed\n"
+    git(repo, "fsck", "--strict")
+
+
+def test_commands_leave_no_loose_object_and_a_group_lands_as_one_pack(ws: Workspace) -> None:
+    pack_dir = ws.gitdir / "objects" / "pack"
+    before = set(packs.pack_names(pack_dir))
+    ws.apply(CommandMeta("x", actor="hermes"), [Write("a/one.md", b"one\n")])
+    single = set(packs.pack_names(pack_dir)) - before
+    assert len(single) == 1
+    with ws.group():
+        for i in range(5):
+            ws.apply(CommandMeta("x", actor="hermes"), [Write(f"b/p{i}.md", b"%d\n" % i)])
+            # the next command builds on this one's objects before any of them is on disk
+            assert ws.read_head(f"b/p{i}.md") == b"%d\n" % i
+    grouped = set(packs.pack_names(pack_dir)) - before - single
+    assert len(grouped) == 1
+    listed = verify(ws.root, grouped.pop())
+    assert "non delta: 20 objects" in listing_count_line(listed)  # 5 x (blob, 2 trees, commit)
+    assert loose_objects(ws.gitdir) == []
+    ws.idle()
+    git(ws.root, "fsck", "--strict")
+    assert_clean(ws.root)
+
+
+def listing_count_line(listing: str) -> str:
+    return next(line for line in listing.splitlines() if line.startswith("non delta"))
+
+
+def digit_sum(n: int, base: int) -> int:
+    total = 0
+    while n:
+        n, digit = divmod(n, base)
+        total += digit
+    return total
+
+
+def test_the_writer_merges_its_packs_by_levels(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(workspace, "PACKS_PER_LEVEL", 3)
+    pack_dir = ws.gitdir / "objects" / "pack"
+    assert len(packs.pack_names(pack_dir)) == 1  # the first commit's
+    for i in range(2, 40):
+        ws.apply(CommandMeta("x", actor="hermes"), [Write("p.md", b"v%d\n" % i)])
+        ws.upkeep()
+        # merged by threes, level by level: as many packs as n has base-3 digits' worth
+        assert len(packs.pack_names(pack_dir)) == digit_sum(i, 3)
+        assert ws.read_head("p.md") == b"v%d\n" % i
+    assert len(git(ws.root, "log", "--format=%H").split()) == 39
+    for name in packs.pack_names(pack_dir):
+        verify(ws.root, name)
+    ws.idle()
+    git(ws.root, "fsck", "--strict")
+    assert_clean(ws.root)
+
+
+def test_without_upkeep_a_landing_merges_at_twice_the_level(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(workspace, "PACKS_PER_LEVEL", 3)
+    pack_dir = ws.gitdir / "objects" / "pack"
+    counts = []
+    for i in range(40):
+        ws.apply(CommandMeta("x", actor="hermes"), [Write("p.md", b"v%d\n" % i)])
+        counts.append(len(packs.pack_names(pack_dir)))
+    assert max(counts) <= 2 * 3 * 3  # fewer than six at each of (at most) three levels
+    assert counts[:6] == [2, 3, 4, 5, 1, 2]  # with the first commit's: six packs, merged
+    git(ws.root, "fsck", "--strict")
+
+
+def test_a_repository_without_a_pack_folder_gets_one(tmp_path: Path) -> None:
+    root = tmp_path / "notes"
+    git(tmp_path, "init", "-q", "-b", "main", str(root))
+    (root / ".git/objects/pack").rmdir()  # libgit2 would never look for packs there
+    with Workspace.init(root) as ws:
+        ws.apply(CommandMeta("x", actor="hermes"), [Write("p.md", b"one\n")])
+        ws.apply(CommandMeta("x", actor="hermes"), [Write("p.md", b"two\n")])
+        assert ws.read_head("p.md") == b"two\n"
+        assert len(packs.pack_names(root / ".git/objects/pack")) == 3
+    git(root, "fsck", "--strict")
+    assert git(root, "show", "HEAD:p.md") == "two\n"
