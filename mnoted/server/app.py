@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from mnoted.contract.envelope import wire_json
 from mnoted.contract.manifest import manifest
 from mnoted.errors import InvalidArguments, MnoteError, PermissionDenied, TooLarge
 from mnoted.server.unixsocket import peer_uid
@@ -137,7 +138,7 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
         if cached is not None:
             return web.Response(body=cached, content_type="application/json")
         result = await daemon.call(payload, actor)
-        return web.json_response(result)
+        return web.json_response(result, dumps=wire_json)
 
     async def events(request: web.Request) -> web.StreamResponse:
         actor = request[ACTOR]

@@ -28,6 +28,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from mnoted.contract.envelope import wire_json
 from mnoted.service.actors import Actor
 from mnoted.store.statcache import Key
 
@@ -49,15 +50,15 @@ def request_key(tool: str, workspace_id: str, document: str, args: Any) -> str:
 
 
 def encode(result: dict[str, Any], audit: dict[str, Any]) -> str:
-    return f'"result": {json.dumps(result)}, "audit": {json.dumps(audit)}, "error": null'
+    return f'"result":{wire_json(result)},"audit":{wire_json(audit)},"error":null'
 
 
 def envelope(tool: str, tool_call_id: str | None, trace_id: str | None, body: str) -> bytes:
     """The response envelope of a kept answer (the fields of ``ToolResponse``, in order)."""
-    head = json.dumps(
+    head = wire_json(
         {"ok": True, "toolName": tool, "toolCallId": tool_call_id, "traceId": trace_id}
     )
-    return f"{head[:-1]}, {body}}}".encode()
+    return f"{head[:-1]},{body}}}".encode()
 
 
 class ReadCache:
