@@ -83,7 +83,7 @@ from mnoted.store.sidecar import Sidecar
 from mnoted.store.staged import staged as staged_paths
 from mnoted.store.statcache import Key, StatCache, key_of
 from mnoted.store.template import merged_gitignore, template_files
-from mnoted.store.worktree import materialize, read_file, read_path
+from mnoted.store.worktree import FileWrites, materialize, read_file, read_path
 
 STATE_DIR = ".mnote/state"
 SIDECAR_NAME = "state.sqlite3"
@@ -809,13 +809,13 @@ class Workspace:
             group.add(staged)
             self._head = staged.result.commit
             return staged.result
-        entry = self._land([staged])
-        if entry is None:
+        landed = self._land([staged])
+        if landed is None:
             self._fresh.clear()
             self.refresh()
             return None
         self._finish(
-            entry,
+            *landed,
             lambda: indexer.advance(
                 self._repo,
                 self._side,
@@ -866,15 +866,17 @@ class Workspace:
             self._staging.add(oid, pygit2.GIT_OBJECT_BLOB, data)
         return oid
 
-    def _land(self, staged: list[_Staged]) -> Entry | None:
+    def _land(self, staged: list[_Staged]) -> tuple[Entry, FileWrites | None] | None:
         """Make staged commits durable and move the branch to the last; None if it moved.
 
         Objects first (one pack for all, :mod:`~mnoted.store.packs`), then the journal naming
         the files to write, then the compare-and-swap of the branch from the first commit's
         parent. Three waits: the pack's files; then, in one, the pack folder (the pack's
-        names), the journal and the branch's lock file; then the branch's folder. The
-        journal may become durable before the pack's names do: recovery drops a journaled
-        commit whose objects are missing, and the branch moves only after all three.
+        names), the journal, the branch's lock file and the new files under their temporary
+        names (a command of up to ``durable.CHUNK`` files; :meth:`_finish` puts them in
+        place); then the branch's folder. The journal may become durable before the pack's
+        names do: recovery drops a journaled commit whose objects are missing, and the
+        branch moves only after all of them.
         """
         wrote_pack = len(self._staging) > 0
         if wrote_pack:
@@ -896,17 +898,26 @@ class Workspace:
             )
         except refs.HeadMoved:
             return None
+        writes: FileWrites | None = None
         try:
             self._journal.write(entry, sync=False)
-            self._sync_landing(held.token, wrote_pack)
+            if len(entry.files) <= durable.CHUNK:
+                writes = FileWrites(
+                    self._repo, self.root, entry.files, self._fresh.get, self._stats
+                )
+            self._sync_landing(held.token, wrote_pack, writes.fds() if writes else [])
             faults.point("objects-written")
         except BaseException:
+            if writes is not None:
+                writes.close()
             held.release()
             self._journal.clear()
             raise
         try:
             faults.point("journal-written")
         except BaseException:
+            if writes is not None:
+                writes.close()
             held.release()  # the journal stays: the next write completes the command
             raise
         try:
@@ -920,31 +931,45 @@ class Workspace:
                 message=last.message if len(staged) == 1 else f"{len(staged)} commands",
             )
         except BaseException:
+            if writes is not None:
+                writes.close()
             self._journal.clear()
             raise
-        faults.point("ref-updated")
+        try:
+            faults.point("ref-updated")
+        except BaseException:
+            if writes is not None:
+                writes.close()
+            raise
         self._head = last.result.commit
-        return entry
+        return entry, writes
 
-    def _sync_landing(self, token: Path, pack_folder: bool) -> None:
-        """One wait for the journal, the branch's lock file and the pack folder's new names."""
+    def _sync_landing(self, token: Path, pack_folder: bool, files: list[int]) -> None:
+        """One wait for the journal, the branch's lock file, the pack folder's new names and
+        the new files under their temporary names."""
         opened: list[int] = []
         try:
             opened.append(os.open(token, os.O_RDONLY | os.O_CLOEXEC))
             if pack_folder:
                 opened.append(os.open(self._pack_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
-            durable.sync_fds([self._journal.fd, *opened])
+            durable.sync_fds([self._journal.fd, *opened, *files])
         finally:
             for fd in opened:
                 os.close(fd)
 
-    def _finish(self, entry: Entry, record: Callable[[], object]) -> None:
-        """After the branch moved: write the files, ``record`` in the sidecar, drop the journal."""
+    def _finish(
+        self, entry: Entry, writes: FileWrites | None, record: Callable[[], object]
+    ) -> None:
+        """After the branch moved: put the files in place (``writes``: already written under
+        temporary names and synced), ``record`` in the sidecar, drop the journal."""
         try:
             if self.on_write is not None:
                 for step in entry.files:
                     self.on_write(step.path, step.new)
-            diverged = materialize(self._repo, self.root, entry, self._fresh.get, self._stats)
+            if writes is not None:
+                diverged = writes.finish()
+            else:
+                diverged = materialize(self._repo, self.root, entry, self._fresh.get, self._stats)
             faults.point("files-written")
             record()
             faults.point("sidecar-updated")
@@ -959,6 +984,8 @@ class Workspace:
             self._needs_recovery = True
             raise
         finally:
+            if writes is not None:
+                writes.close()
             self._fresh.clear()
         self.last_write = time.monotonic()
         self._merge_packs(2 * PACKS_PER_LEVEL)
@@ -1034,8 +1061,8 @@ class Workspace:
             group.run_callbacks()
             return
         try:
-            entry = self._land(group.staged)
-            if entry is None:
+            landed = self._land(group.staged)
+            if landed is None:
                 raise Conflict(
                     "the branch moved while a group of commands was landing",
                     hint="Another program committed in this workspace; the commands run again.",
@@ -1051,7 +1078,7 @@ class Workspace:
                 errno=exc.errno,
             ) from exc
         try:
-            self._finish(entry, self._side.commit)
+            self._finish(*landed, self._side.commit)
         except BaseException:
             self._side.rollback()
             raise

@@ -22,7 +22,7 @@ from mnoted.errors import PathRejected
 from mnoted.store import dirfd, durable, faults, trees
 from mnoted.store.journal import Entry, FileStep
 from mnoted.store.paths import normalize
-from mnoted.store.statcache import StatCache
+from mnoted.store.statcache import Key, StatCache, key_of
 
 
 def _git_mode(st_mode: int) -> int:
@@ -62,6 +62,7 @@ class DiskFile:
     mode: int  # Git file mode
     size: int
     data: bytes | None  # None: the blob id came from the stat cache, nothing was read
+    key: Key  # its stat data (statcache.key_of), to notice a change made after the check
 
 
 def _disk_file(fd: int, name: str, rel: str, stats: StatCache | None) -> DiskFile | None:
@@ -71,7 +72,7 @@ def _disk_file(fd: int, name: str, rel: str, stats: StatCache | None) -> DiskFil
             return None
         known = stats.blob(rel, st)
         if known is not None:
-            return DiskFile(known, _git_mode(st.st_mode), st.st_size, None)
+            return DiskFile(known, _git_mode(st.st_mode), st.st_size, None, key_of(st))
     began = time.time_ns()
     state = dirfd.read_at(fd, name)
     if state is None:
@@ -80,7 +81,7 @@ def _disk_file(fd: int, name: str, rel: str, stats: StatCache | None) -> DiskFil
     blob = blob_id(data)
     if stats is not None:
         stats.remember(rel, st, blob, began)
-    return DiskFile(blob, _git_mode(st.st_mode), st.st_size, data)
+    return DiskFile(blob, _git_mode(st.st_mode), st.st_size, data, key_of(st))
 
 
 def disk_file(root: Path, rel: str, stats: StatCache | None) -> DiskFile | None:
@@ -92,13 +93,17 @@ def disk_file(root: Path, rel: str, stats: StatCache | None) -> DiskFile | None:
 
 
 @dataclass
-class _Staged:
-    """A file written under its temporary name, waiting to be synced and renamed."""
+class _Pending:
+    """One path checked against the command's old content, waiting to be put in place: a
+    new file under its temporary name (``tmp``), or a removal (``tmp`` empty)."""
 
-    folder: int
-    tmp: str
+    path: str
+    parts: list[str]
     name: str
-    fd: int | None
+    folder: int | None
+    seen: Key | None  # the stat data of what the check found (None: nothing there)
+    tmp: str = ""
+    fd: int | None = None
 
 
 def materialize(
@@ -116,55 +121,112 @@ def materialize(
     in two passes that each wait once: every file under its temporary name, all synced
     together; then every rename, and the folders synced together. ``data_of`` gives the
     bytes of a blob the caller still holds (None: read it from the repository); ``stats``
-    spares reading a file known unchanged.
+    spares reading a file known unchanged. The landing of a small command uses
+    :class:`FileWrites` itself, to sync the temporary files in a wait it makes anyway.
     """
     diverged: list[str] = []
     for start in range(0, len(entry.files), durable.CHUNK):  # bounded open files
-        chunk = entry.files[start : start + durable.CHUNK]
-        diverged += _write_files(repo, root, chunk, data_of, stats)
+        writes = FileWrites(repo, root, entry.files[start : start + durable.CHUNK], data_of, stats)
+        try:
+            durable.sync_fds(writes.fds())
+            diverged += writes.finish()
+        finally:
+            writes.close()
     return diverged
 
 
-def _write_files(
-    repo: pygit2.Repository,
-    root: Path,
-    steps: Sequence[FileStep],
-    data_of: Callable[[str], bytes | None] | None,
-    stats: StatCache | None,
-) -> list[str]:
-    diverged: list[str] = []
-    staged: list[_Staged] = []
-    folders = _Folders(root)
-    try:
-        for step in steps:
-            try:
-                outcome = _prepare(repo, step, folders, data_of, stats)
-            except PathRejected:
-                outcome = False
-            if outcome is False:
-                diverged.append(step.path)
-            elif isinstance(outcome, _Staged):
-                staged.append(outcome)
-            elif outcome:
-                faults.point("file-written")
-        durable.sync_fds([s.fd for s in staged if s.fd is not None])
-        for s in staged:
-            assert s.fd is not None
-            os.close(s.fd)
-            s.fd = None
-            os.rename(s.tmp, s.name, src_dir_fd=s.folder, dst_dir_fd=s.folder)
-            s.tmp = ""
+class FileWrites:
+    """A command's files checked and written under temporary names, to be put in place.
+
+    Each path is compared with the content the command started from (someone else's edit
+    is left alone: the path is *diverged*), and its new bytes go to a temporary file beside
+    it. The caller syncs :meth:`fds` (alone, or in a wait it makes for other files), then
+    :meth:`finish` renames each file over its path, or removes it, unless the path's stat
+    data moved since the check, and syncs the folders. :meth:`close` drops what is left.
+    """
+
+    def __init__(
+        self,
+        repo: pygit2.Repository,
+        root: Path,
+        steps: Sequence[FileStep],
+        data_of: Callable[[str], bytes | None] | None,
+        stats: StatCache | None,
+    ) -> None:
+        self.diverged: list[str] = []
+        self._pending: list[_Pending] = []
+        self._folders = _Folders(root)
+        try:
+            for step in steps:
+                try:
+                    pending = _prepare(repo, step, self._folders, data_of, stats)
+                except PathRejected:
+                    pending = False
+                if pending is False:
+                    self.diverged.append(step.path)
+                elif isinstance(pending, _Pending):
+                    self._pending.append(pending)
+        except BaseException:
+            self.close()
+            raise
+
+    def fds(self) -> list[int]:
+        """The temporary files to sync before :meth:`finish`."""
+        return [p.fd for p in self._pending if p.fd is not None]
+
+    def finish(self) -> list[str]:
+        """Put every file in place (its temporary file synced); the paths left alone."""
+        synced: set[int] = set()
+        for p in self._pending:
+            if p.fd is not None:
+                os.close(p.fd)
+                p.fd = None
+            if not _unchanged(p):
+                self.diverged.append(p.path)
+                if p.tmp and p.folder is not None:
+                    with contextlib.suppress(OSError):
+                        os.unlink(p.tmp, dir_fd=p.folder)
+                    p.tmp = ""
+                continue
+            if p.tmp:
+                assert p.folder is not None
+                os.rename(p.tmp, p.name, src_dir_fd=p.folder, dst_dir_fd=p.folder)
+                p.tmp = ""
+                synced.add(p.folder)
+            else:
+                try:
+                    dirfd.remove(self._folders.root, p.parts, p.name)
+                except PathRejected:  # a folder on the way is a symlink now: leave it
+                    self.diverged.append(p.path)
+                    continue
+                finally:
+                    self._folders.forget()
             faults.point("file-written")
-        durable.sync_fds(list({s.folder for s in staged}))
-    finally:
-        for s in staged:
-            if s.fd is not None:
-                os.close(s.fd)
-            if s.tmp:
+        durable.sync_fds(list(synced))
+        self._pending = []
+        return self.diverged
+
+    def close(self) -> None:
+        """Drop the temporary files not put in place, and the folders' fds."""
+        for p in self._pending:
+            if p.fd is not None:
+                os.close(p.fd)
+            if p.tmp and p.folder is not None:
                 with contextlib.suppress(OSError):
-                    os.unlink(s.tmp, dir_fd=s.folder)
-        folders.close()
-    return diverged
+                    os.unlink(p.tmp, dir_fd=p.folder)
+        self._pending = []
+        self._folders.close()
+
+
+def _unchanged(p: _Pending) -> bool:
+    """Whether ``p``'s path still has the stat data the check saw (nothing changed since)."""
+    if p.folder is None:  # its folder was missing: the new file's folder was made since
+        return p.seen is None
+    try:
+        st = dirfd.stat_at(p.folder, p.name)
+    except PathRejected:
+        return False
+    return (None if st is None else key_of(st)) == p.seen
 
 
 class _Folders:
@@ -200,9 +262,9 @@ def _prepare(
     folders: _Folders,
     data_of: Callable[[str], bytes | None] | None,
     stats: StatCache | None,
-) -> _Staged | bool | None:
-    """Check one path and start its write: a :class:`_Staged` file, True if removed, None if
-    it already has the content, False if the disk holds a third version."""
+) -> _Pending | bool | None:
+    """Check one path and start its write: a :class:`_Pending` file or removal, None if the
+    disk already has the content, False if it holds a third version."""
     rel = normalize(step.path, config_ok=True)
     *parts, name = rel.split("/")
     fd = folders.get(parts)
@@ -212,11 +274,9 @@ def _prepare(
         return None
     if on_disk != step.old:
         return False
+    seen = found.key if found is not None else None
     if step.new is None:
-        if fd is not None:
-            dirfd.remove(folders.root, parts, name)
-            folders.forget()
-        return True
+        return _Pending(step.path, parts, name, fd, seen)
     if fd is None:
         fd = folders.get(parts, create=True)
         assert fd is not None
@@ -227,4 +287,4 @@ def _prepare(
         data = bytes(blob.data)
     mode = 0o755 if step.mode == trees.EXECUTABLE else 0o644
     tmp, file_fd = dirfd.write_temp(fd, name, data, mode)
-    return _Staged(fd, tmp, name, file_fd)
+    return _Pending(step.path, parts, name, fd, seen, tmp, file_fd)

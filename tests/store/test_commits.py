@@ -273,3 +273,42 @@ def test_init_on_a_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(WorkspaceInvalid):
         Workspace.init(tmp_path / "file")
+
+
+@pytest.mark.parametrize("step", ["journal-written", "ref-updated"])
+@pytest.mark.parametrize("how", ["in place", "rename over", "delete"])
+def test_a_save_while_the_command_lands_is_kept(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch, step: str, how: str
+) -> None:
+    """The new file is written under a temporary name before the branch moves; a person's
+    save or delete after the check is kept, never overwritten, and committed right after."""
+    from mnoted.store import faults
+
+    ws.apply(CommandMeta("page.create", actor="hermes"), [Write("p.md", b"v1\n")])
+    page = ws.root / "p.md"
+    real = faults.point
+
+    def point(name: str) -> None:
+        real(name)
+        if name == step and page.exists() and page.read_bytes() == b"v1\n":
+            if how == "in place":
+                with page.open("r+b") as fh:  # saved in place, as VS Code does
+                    fh.write(b"v1 and more\n")
+            elif how == "rename over":
+                tmp = ws.root / ".p.md.swp"
+                tmp.write_bytes(b"person\n")
+                tmp.replace(page)
+            else:
+                page.unlink()
+
+    monkeypatch.setattr(faults, "point", point)
+    result = ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("p.md", b"v2\n")])
+    monkeypatch.undo()
+    theirs = {"in place": b"v1 and more\n", "rename over": b"person\n", "delete": None}[how]
+    assert (page.read_bytes() if page.exists() else None) == theirs
+    assert git(ws.root, "show", f"{result.commit}:p.md") == "v2\n"  # the command's commit
+    head = git(ws.root, "rev-parse", "HEAD").strip()
+    assert head != result.commit  # and the person's save (or delete) on top of it
+    ws.idle()
+    assert_clean(ws.root)
+    assert not list(ws.root.rglob(".mnote-tmp-*"))
