@@ -87,7 +87,8 @@ def markdown_edit(
                 edit=n,
                 allowedTargetBlockIds=allowed,
             )
-        # Splice only the lines the match spans, so the rest keeps its bytes and parse.
+        # Splice only the lines the match spans, so the rest keeps its bytes and parse. The
+        # new LF text is the old one with its only match replaced (one copy of the page).
         seg_start = text.rfind("\n", 0, at) + 1
         seg_end = text.find("\n", stop)
         if seg_end == -1:
@@ -102,7 +103,7 @@ def markdown_edit(
         offset = at - seg_start
         new_lines = (segment[:offset] + replace + segment[offset + len(search) :]).split("\n")
         source = current.source.replace_lines(
-            first, last + 1, new_lines, normalized=text[:at] + replace + text[stop:]
+            first, last + 1, new_lines, normalized=text.replace(search, replace, 1)
         )
         current = reparse_splice(current, source, first, last + 1, len(new_lines))
     return EditResult(
