@@ -33,6 +33,8 @@ from mnoted.service.actors import Actor
 from mnoted.store.statcache import Key
 
 LIMIT = 512
+BYTES = 64 << 20
+"""Kept answers in all, by count and by size (a 1 MB page's answer is about 3 MB)."""
 
 
 @dataclass(frozen=True)
@@ -64,21 +66,22 @@ def envelope(tool: str, tool_call_id: str | None, trace_id: str | None, body: st
 class ReadCache:
     """Kept answers by (actor, request key); written by workspace threads, read by the loop."""
 
-    def __init__(self, limit: int = LIMIT) -> None:
+    def __init__(self, limit: int = LIMIT, size: int = BYTES) -> None:
         self._answers: OrderedDict[tuple[Actor, str], Answer] = OrderedDict()
-        self._limit = limit
+        self._limit, self._size = limit, size
+        self._kept = 0  # characters of the kept bodies
         self._lock = threading.Lock()
 
     def get(self, actor: Actor, key: str) -> Answer | None:
         return self._answers.get((actor, key))
 
     def put(self, actor: Actor, key: str, answer: Answer) -> None:
+        if len(answer.body) > self._size // 8:
+            return  # a page that large is answered afresh each time
         with self._lock:
+            old = self._answers.pop((actor, key), None)
+            self._kept += len(answer.body) - (len(old.body) if old else 0)
             self._answers[(actor, key)] = answer
-            self._answers.move_to_end((actor, key))
-            while len(self._answers) > self._limit:
-                self._answers.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._answers.clear()
+            while len(self._answers) > self._limit or self._kept > self._size:
+                _, dropped = self._answers.popitem(last=False)
+                self._kept -= len(dropped.body)

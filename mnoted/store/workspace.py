@@ -900,45 +900,39 @@ class Workspace:
             return None
         writes: FileWrites | None = None
         try:
-            self._journal.write(entry, sync=False)
-            if len(entry.files) <= durable.CHUNK:
-                writes = FileWrites(
-                    self._repo, self.root, entry.files, self._fresh.get, self._stats
+            try:
+                self._journal.write(entry, sync=False)
+                if len(entry.files) <= durable.CHUNK:
+                    writes = FileWrites(
+                        self._repo, self.root, entry.files, self._fresh.get, self._stats
+                    )
+                self._sync_landing(held.token, wrote_pack, writes.fds() if writes else [])
+                faults.point("objects-written")
+            except BaseException:
+                held.release()
+                self._journal.clear()
+                raise
+            try:
+                faults.point("journal-written")
+            except BaseException:
+                held.release()  # the journal stays: the next write completes the command
+                raise
+            try:
+                refs.commit_branch(
+                    self.gitdir,
+                    held,
+                    self._branch,
+                    parent,
+                    last.result.commit,
+                    ident=f"{COMMITTER.name} <{COMMITTER.email}>",
+                    message=last.message if len(staged) == 1 else f"{len(staged)} commands",
                 )
-            self._sync_landing(held.token, wrote_pack, writes.fds() if writes else [])
-            faults.point("objects-written")
-        except BaseException:
-            if writes is not None:
-                writes.close()
-            held.release()
-            self._journal.clear()
-            raise
-        try:
-            faults.point("journal-written")
-        except BaseException:
-            if writes is not None:
-                writes.close()
-            held.release()  # the journal stays: the next write completes the command
-            raise
-        try:
-            refs.commit_branch(
-                self.gitdir,
-                held,
-                self._branch,
-                parent,
-                last.result.commit,
-                ident=f"{COMMITTER.name} <{COMMITTER.email}>",
-                message=last.message if len(staged) == 1 else f"{len(staged)} commands",
-            )
-        except BaseException:
-            if writes is not None:
-                writes.close()
-            self._journal.clear()
-            raise
-        try:
+            except BaseException:
+                self._journal.clear()
+                raise
             faults.point("ref-updated")
         except BaseException:
-            if writes is not None:
+            if writes is not None:  # the temporary files go; recovery writes the files
                 writes.close()
             raise
         self._head = last.result.commit

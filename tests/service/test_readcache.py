@@ -120,3 +120,24 @@ def test_a_file_replaced_by_a_symlink_is_not_answered_from_the_cache(h: Harness)
     path.unlink()
     os.symlink(outside, path)
     assert _kept(h, raw) is None
+
+
+def test_kept_answers_are_bounded_by_count_and_size() -> None:
+    from mnoted.service.actors import Actor
+    from mnoted.service.readcache import Answer, ReadCache
+
+    owner = Actor.owner()
+
+    def answer(chars: int) -> Answer:
+        return Answer((None, (0, 0, 0, 0, 0, 0)), "p.md", "x" * chars)
+
+    by_count = ReadCache(limit=3, size=10_000)
+    for n in range(5):
+        by_count.put(owner, f"k{n}", answer(50))
+    assert [by_count.get(owner, f"k{n}") is not None for n in range(5)] == [0, 0, 1, 1, 1]
+    by_size = ReadCache(limit=100, size=1000)
+    for n in range(10):
+        by_size.put(owner, f"k{n}", answer(120))
+    assert [by_size.get(owner, f"k{n}") is not None for n in range(10)] == [0, 0] + [1] * 8
+    by_size.put(owner, "big", answer(126))  # over an eighth of the budget: never kept
+    assert by_size.get(owner, "big") is None

@@ -60,6 +60,20 @@ def commits(root: Path) -> int:
     return int(git(root, "rev-list", "--count", "HEAD"))
 
 
+def _count_full_scans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that gets an item for each scan of the whole work tree."""
+    full_scans: list[int] = []
+    real = Workspace.scan_changes
+
+    def counting(ws: Workspace, paths=None, *, shallow=()):  # type: ignore[no-untyped-def]
+        if paths is None and not shallow:
+            full_scans.append(1)
+        return real(ws, paths, shallow=shallow)
+
+    monkeypatch.setattr(Workspace, "scan_changes", counting)
+    return full_scans
+
+
 def test_startup_reconciles_edits_made_while_down(runner: WorkspaceRunner) -> None:
     log = git(runner.root, "log", "--format=%s|%(trailers:key=Mnote-Actor,valueonly)", "-1").strip()
     assert log == "external.edit: plan.md|external"
@@ -221,15 +235,7 @@ def test_pending_changes_without_a_full_walk_while_the_watcher_runs(
     assert runner.ws is not None
     root = runner.root
     runner.reconcile("settle").result()
-    full_scans: list[int] = []
-    real = Workspace.scan_changes
-
-    def counting(ws: Workspace, paths=None, *, shallow=()):  # type: ignore[no-untyped-def]
-        if paths is None and not shallow:
-            full_scans.append(1)
-        return real(ws, paths, shallow=shallow)
-
-    monkeypatch.setattr(Workspace, "scan_changes", counting)
+    full_scans = _count_full_scans(monkeypatch)
     (root / "big.md").write_bytes(b"x" * (runner.ws.config.max_file_bytes + 1))
     wait_for(lambda: runner.submit(runner.pending_changes).result() == 1)
     assert full_scans == []
@@ -251,15 +257,7 @@ def test_one_full_pass_at_start_covers_the_watchers_start_signal(
     root = tmp_path / "ws"
     Workspace.init(root).close()
     (root / "while-down.md").write_text("# Typed while the daemon was down\n")
-    full_scans: list[int] = []
-    real = Workspace.scan_changes
-
-    def counting(ws: Workspace, paths=None, *, shallow=()):  # type: ignore[no-untyped-def]
-        if paths is None and not shallow:
-            full_scans.append(1)
-        return real(ws, paths, shallow=shallow)
-
-    monkeypatch.setattr(Workspace, "scan_changes", counting)
+    full_scans = _count_full_scans(monkeypatch)
     r = WorkspaceRunner(root, Service(), RunnerConfig(quiet_seconds=0.05, max_delay_seconds=1.0))
     r.start()
     try:
