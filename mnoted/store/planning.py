@@ -169,12 +169,7 @@ def _expand_folders(
 
 
 def _subtree(tree: pygit2.Tree | None, rel: str) -> pygit2.Tree | None:
-    if tree is None:
-        return None
-    try:
-        obj = tree[rel]
-    except KeyError:
-        return None
+    obj = trees.object_at(tree, rel)
     return obj if isinstance(obj, pygit2.Tree) else None
 
 

@@ -25,8 +25,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-import pygit2
-
+from mnoted.core.blob import blob_id
 from mnoted.errors import PathRejected
 from mnoted.store import dirfd
 from mnoted.store.indexstat import GITLINK, Entry, IndexStat
@@ -229,7 +228,7 @@ class Walk:
             found = _hash_at(fd, name, st)
         except OSError:
             found = None
-        if found is None or found[0].hex() != oid:
+        if found is None or found[0] != oid:
             self.changed.add(path)
             return
         self.cache.remember(path, found[1], oid, began)
@@ -264,11 +263,11 @@ def _holds_repository(fd: int) -> bool:
     return False
 
 
-def _hash_at(fd: int, name: str, st: os.stat_result) -> tuple[bytes, os.stat_result] | None:
+def _hash_at(fd: int, name: str, st: os.stat_result) -> tuple[str, os.stat_result] | None:
     """Git's object id of ``name`` in folder ``fd`` and the stat of what was read."""
     if stat.S_ISLNK(st.st_mode):
         target = os.readlink(os.fsencode(name), dir_fd=fd)
-        return pygit2.hash(target).raw, st
+        return blob_id(target), st
     file_fd = os.open(name, _READ_FLAGS, dir_fd=fd)
     try:
         opened = os.fstat(file_fd)
@@ -279,4 +278,4 @@ def _hash_at(fd: int, name: str, st: os.stat_result) -> tuple[bytes, os.stat_res
             chunks.append(chunk)
     finally:
         os.close(file_fd)
-    return pygit2.hash(b"".join(chunks)).raw, opened
+    return blob_id(b"".join(chunks)), opened

@@ -105,8 +105,7 @@ class Sidecar:
         try:
             self.conn.execute(f"RELEASE s{self._depth}" if self._depth else "COMMIT")
         except BaseException:  # SQLite may have rolled the transaction back
-            self._files.clear()
-            self._meta.clear()
+            self._forget()
             raise
 
     def rollback(self) -> None:
@@ -114,13 +113,17 @@ class Sidecar:
         if not self._depth:
             return
         self._depth -= 1
-        self._files.clear()
-        self._meta.clear()
+        self._forget()
         if self._depth:
             self.conn.execute(f"ROLLBACK TO s{self._depth}")
             self.conn.execute(f"RELEASE s{self._depth}")
         else:
             self.conn.execute("ROLLBACK")
+
+    def _forget(self) -> None:
+        """Drop the rows kept from reads and writes (a transaction was undone)."""
+        self._files.clear()
+        self._meta.clear()
 
     # meta -----------------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:

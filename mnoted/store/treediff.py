@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import pygit2
 
+from mnoted.store import trees
+
 RENAME_THRESHOLD = 0.5
 RENAME_LIMIT = 1000
 """Inexact detection is skipped when deleted × added pairs exceed this squared (as Git)."""
@@ -109,14 +111,12 @@ class _NotAFile(Exception):
 
 def _file_at(tree: pygit2.Tree | None, path: str) -> pygit2.Object | None:
     """The file entry at ``path``, or None if nothing is there."""
-    if tree is None:
-        return None
     try:
-        entry = tree[path]
-    except KeyError:
-        return None
+        entry = trees.object_at(tree, path)
     except ValueError:
         raise _NotAFile(path) from None
+    if entry is None:
+        return None
     if entry.type == _TREE or entry.filemode == pygit2.GIT_FILEMODE_COMMIT:
         raise _NotAFile(path)
     return entry

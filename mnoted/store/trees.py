@@ -20,15 +20,20 @@ Entry = tuple[pygit2.Oid, int] | None
 """A new blob and file mode for a path, or None to remove the path."""
 
 
-def entry_at(tree: pygit2.Tree | None, path: str) -> tuple[str, int] | None:
-    """The (blob id, mode) at ``path`` in ``tree``, or None if no file is there."""
+def object_at(tree: pygit2.Tree | None, path: str) -> pygit2.Object | None:
+    """The entry (file, folder or submodule) at ``path`` in ``tree``, or None if none is."""
     if tree is None:
         return None
     try:
-        obj = tree[path]
+        return tree[path]
     except KeyError:
         return None
-    if obj.type != pygit2.GIT_OBJECT_BLOB:
+
+
+def entry_at(tree: pygit2.Tree | None, path: str) -> tuple[str, int] | None:
+    """The (blob id, mode) at ``path`` in ``tree``, or None if no file is there."""
+    obj = object_at(tree, path)
+    if obj is None or obj.type != pygit2.GIT_OBJECT_BLOB:
         return None
     return str(obj.id), obj.filemode
 

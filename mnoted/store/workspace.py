@@ -83,7 +83,7 @@ from mnoted.store.sidecar import Sidecar
 from mnoted.store.staged import staged as staged_paths
 from mnoted.store.statcache import Key, StatCache, key_of
 from mnoted.store.template import merged_gitignore, template_files
-from mnoted.store.worktree import FileWrites, materialize, read_file, read_path
+from mnoted.store.worktree import FileWrites, disk_file, materialize, read_file
 
 STATE_DIR = ".mnote/state"
 SIDECAR_NAME = "state.sqlite3"
@@ -545,18 +545,18 @@ class Workspace:
         """
         self._check_thread()
         self.flush_index()
-        by_blob: dict[bytes, list[str]] = {}
+        by_blob: dict[str, list[str]] = {}
         for rel, entry in self._index_stat().entries.items():
-            by_blob.setdefault(entry[5], []).append(rel)
+            by_blob.setdefault(entry[5].hex(), []).append(rel)
         out: list[str] = []
         for path in paths:
             try:
-                state = read_path(self.root, normalize(path))
+                found = disk_file(self.root, normalize(path), self._stats)
             except PathRejected:
                 continue
-            if state is None:
+            if found is None:
                 continue
-            for old in by_blob.get(pygit2.hash(state[0]).raw, ()):
+            for old in by_blob.get(found.blob, ()):
                 if old != path and not scan.exists(self.root, old):
                     out.append(old)
         return sorted(set(out))

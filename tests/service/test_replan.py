@@ -26,15 +26,19 @@ def _save_once_before_apply(
     monkeypatch.setattr(Workspace, "apply", apply)
 
 
-def test_a_save_during_a_write_is_kept_and_the_write_applies_on_it(
-    h: Harness, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    _save_once_before_apply(monkeypatch, h, [("Budget risk", "Schedule risk")])
-    done = h.write(
+def _monday_to_friday(h: Harness) -> dict[str, Any]:
+    return h.write(
         "mnote.doc.markdown_edit",
         documentId="notes/plan.md",
         args={"operations": [{"search": "Monday", "replace": "Friday"}]},
     )
+
+
+def test_a_save_during_a_write_is_kept_and_the_write_applies_on_it(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _save_once_before_apply(monkeypatch, h, [("Budget risk", "Schedule risk")])
+    done = _monday_to_friday(h)
     assert done["ok"], done
     text = h.git("show", "HEAD:notes/plan.md")
     assert "Schedule risk" in text and "Friday" in text  # the person's save and the edit
@@ -47,11 +51,7 @@ def test_an_edit_the_save_made_impossible_is_refused_not_forced(
     h: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _save_once_before_apply(monkeypatch, h, [("Monday", "Tuesday")])
-    done = h.write(
-        "mnote.doc.markdown_edit",
-        documentId="notes/plan.md",
-        args={"operations": [{"search": "Monday", "replace": "Friday"}]},
-    )
+    done = _monday_to_friday(h)
     assert not done["ok"] and done["error"]["code"] == "mnote_markdown_edit_mismatch"
     assert "Tuesday" in h.git("show", "HEAD:notes/plan.md")
 
@@ -62,10 +62,6 @@ def test_a_page_that_keeps_changing_ends_in_a_conflict(
     saves = [("Budget risk is high", f"Budget risk is high{'!' * n}") for n in range(1, 6)]
     saves = [(f"Budget risk is high{'!' * (n - 1)}", new) for n, (_, new) in enumerate(saves, 1)]
     _save_once_before_apply(monkeypatch, h, saves)
-    done = h.write(
-        "mnote.doc.markdown_edit",
-        documentId="notes/plan.md",
-        args={"operations": [{"search": "Monday", "replace": "Friday"}]},
-    )
+    done = _monday_to_friday(h)
     assert not done["ok"] and done["error"]["code"] == "mnote_tool_conflict"
     assert "high!!!" in h.git("show", "HEAD:notes/plan.md")  # every save it saw was kept
