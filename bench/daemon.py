@@ -1,8 +1,9 @@
 """The daemon end to end, over its socket, beside the floors it cannot beat.
 
 Figures are median and p99 in milliseconds, each next to a reference measured in the same
-run: the floors (one socket round trip, one atomic file write with fsync, one incremental
-commit with fsync), and `git add FILE && git commit` as subprocesses. Where npm is
+run: the floors, measured raw by the bench itself (one round trip to the daemon's socket
+with a bare HTTP request, one atomic file write with fsync, one incremental commit made
+with libgit2 with its fsync on), and `git add FILE && git commit` as subprocesses. Where npm is
 available, the same edit and read of the same 10 KB page through the MCP filesystem server
 (`@modelcontextprotocol/server-filesystem` over MCP stdio, installed into a cache folder
 outside the repository: see bench/mcpfs.py), timed before the daemon starts.
@@ -14,7 +15,9 @@ outside the repository: see bench/mcpfs.py), timed before the daemon starts.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -25,13 +28,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import pygit2
 from commit import GIT_ENV, build_repo
 from core import build_page
 from fixture import build_packed_repo
 from mcpfs import Server, compare, install
 
 from mnoted.cli.client import Client, Unreachable
-from mnoted.store import CommandMeta, Workspace, Write
+from mnoted.store import Workspace
 from mnoted.store.atomic import write_atomic
 
 
@@ -122,21 +126,59 @@ def edit_body(client: Client, i: int, doc: str = "page.md") -> dict:
     )
 
 
-def bench_floor(base: Path, env: dict[str, str], n: int) -> dict[str, tuple[float, float]]:
-    root = base / "floor"
-    build_repo(root, 100, env)
-    Workspace.init(root).close()
-    out = {"atomic": timed(lambda: write_atomic(root / "x.md", os.urandom(64)), n)}
-    ws = Workspace.open(root)
+def raw_request(sock: Path, token: str, method: str, path: str, body: bytes = b"") -> bytes:
+    """One request on a new connection, written and read by hand (no HTTP library, no JSON
+    decoding): the answer's bytes once all of them arrived."""
+    head = (
+        f"{method} {path} HTTP/1.1\r\nHost: mnoted\r\nAuthorization: Bearer {token}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    with socket.socket(socket.AF_UNIX) as conn:
+        conn.connect(str(sock))
+        conn.sendall(head.encode() + body)
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += conn.recv(65536)
+        header, _, rest = buf.partition(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in header.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        while len(rest) < length:
+            rest += conn.recv(65536)
+    return rest
+
+
+def raw_commit_floor(root: Path, n: int) -> tuple[float, float]:
+    """libgit2's incremental commit of one file with its own fsync of the git directory on
+    (blob, root tree, commit, branch: the shape of the timed write, a page at the root):
+    what a minimal durable commit costs."""
+    repo = pygit2.Repository(str(root))
+    sig = pygit2.Signature("bench", "bench@localhost")
     counter = iter(range(10**9))
 
     def commit() -> None:
-        k = next(counter)
-        ws.apply(CommandMeta("bench.commit", actor="bench"), [Write("c.md", f"{k}\n".encode())])
+        head = repo.head.peel(pygit2.Commit)
+        blob = repo.create_blob(f"{next(counter)}\n".encode())
+        tree = repo.TreeBuilder(head.tree)
+        tree.insert("c.md", blob, pygit2.GIT_FILEMODE_BLOB)
+        repo.create_commit("refs/heads/main", sig, sig, "c", tree.write(), [head.id])
 
-    out["commit"] = timed(commit, n)
-    ws.close()
-    return out
+    pygit2.settings.enable_fsync_gitdir(True)
+    try:
+        return timed(commit, n)
+    finally:
+        pygit2.settings.enable_fsync_gitdir(False)
+
+
+def bench_floor(base: Path, env: dict[str, str], n: int) -> dict[str, tuple[float, float]]:
+    root = base / "floor"
+    build_repo(root, 100, env)
+    return {
+        "atomic": timed(lambda: write_atomic(root / "x.md", os.urandom(64)), n),
+        "commit": raw_commit_floor(root, n),
+    }
 
 
 def reads_per_second(daemon: Daemon, conns: int, seconds: float) -> float:
@@ -181,11 +223,14 @@ def bench_size(
     daemon = Daemon(root, base, env)
     try:
         client = daemon.client()
-        rtt = timed(lambda: client.request("GET", "/v1/health"), writes)
+        token = daemon.token
+        rtt = timed(lambda: raw_request(daemon.sock, token, "GET", "/v1/health"), writes)
+        rtt_client = timed(lambda: client.request("GET", "/v1/health"), writes)
         print(f"workspace of {size:,} files")
         line("socket round trip (GET /v1/health)", rtt)
+        line("  the same through the project's client", rtt_client)
         line("floor: atomic write + fsync", floor["atomic"])
-        line("floor: incremental commit + fsync", floor["commit"])
+        line("floor: incremental commit + fsync (libgit2)", floor["commit"])
         counter = iter(range(10**9))
 
         def write() -> None:
@@ -206,21 +251,30 @@ def bench_size(
             )
             git_samples.append(time.perf_counter() - t0)
         line("baseline: git add FILE && git commit", stats(git_samples), w, "mnoted")
-        client.request("POST", "/v1/tools/call", client.envelope("mnote.page.get", "page.md"))
-        get = timed(
-            lambda: client.request(
-                "POST", "/v1/tools/call", client.envelope("mnote.page.get", "page.md")
-            ),
-            writes,
-        )
-        line("read: mnote.page.get (cached 10 KB page)", get, rtt, "round trip")
-        fetch = timed(
-            lambda: client.request(
-                "POST", "/v1/tools/call", client.envelope("mnote.doc.fetch", "page.md")
-            ),
-            writes,
-        )
-        line("read: mnote.doc.fetch (cached 10 KB page)", fetch, rtt, "round trip")
+        reads: dict[str, tuple[float, float]] = {}
+        for tool in ("mnote.page.get", "mnote.doc.fetch"):
+            client.request("POST", "/v1/tools/call", client.envelope(tool, "page.md"))
+            # Bodies made beforehand (each call has its own ids), sent and read raw, as the
+            # round trip is; then through the project's client (http.client, json.loads).
+            bodies = iter(
+                [json.dumps(client.envelope(tool, "page.md")).encode() for _ in range(writes + 5)]
+            )
+            reads[tool] = timed(
+                lambda bodies=bodies: raw_request(  # type: ignore[misc]
+                    daemon.sock, token, "POST", "/v1/tools/call", next(bodies)
+                ),
+                writes,
+            )
+            line(f"read: {tool} (cached 10 KB page)", reads[tool], rtt, "round trip")
+            by_client = timed(
+                lambda tool=tool: client.request(  # type: ignore[misc]
+                    "POST", "/v1/tools/call", client.envelope(tool, "page.md")
+                ),
+                writes,
+            )
+            line("  the same through the project's client", by_client, rtt_client, "round trip")
+        get = reads["mnote.page.get"]
+        fetch = reads["mnote.doc.fetch"]
         # The same read with new arguments each time: no kept answer, the call goes to the
         # workspace's thread (page parsed and cached there), as a first read does.
         budgets = iter(range(50_000, 10**9))
@@ -232,7 +286,7 @@ def bench_size(
             ),
             writes,
         )
-        line("read: mnote.doc.fetch, answer not kept", computed, rtt, "round trip")
+        line("read: mnote.doc.fetch, answer not kept (client)", computed, rtt_client, "round trip")
         for conns in (1, 8):
             rate = reads_per_second(daemon, conns, 2.0)
             print(f"  {'reads per second, ' + str(conns) + ' connection(s)':<44} {rate:8.0f}")

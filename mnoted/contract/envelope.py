@@ -165,3 +165,8 @@ class ToolResponse(BaseModel):
 def wire_json(value: Any) -> str:
     """How answers go on the wire: JSON without spaces after separators (3% smaller)."""
     return json.dumps(value, separators=(",", ":"))
+
+
+def wire_bytes(value: Any) -> bytes:
+    """:func:`wire_json`, encoded: a response body as the daemon sends it."""
+    return wire_json(value).encode()

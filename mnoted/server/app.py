@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from mnoted.contract.envelope import wire_json
 from mnoted.contract.manifest import manifest
 from mnoted.errors import InvalidArguments, MnoteError, PermissionDenied, TooLarge
 from mnoted.server.unixsocket import peer_uid
@@ -137,8 +136,7 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
         cached = daemon.cached_answer(payload, actor)
         if cached is not None:
             return web.Response(body=cached, content_type="application/json")
-        result = await daemon.call(payload, actor)
-        return web.json_response(result, dumps=wire_json)
+        return web.Response(body=await daemon.call(payload, actor), content_type="application/json")
 
     async def events(request: web.Request) -> web.StreamResponse:
         actor = request[ACTOR]

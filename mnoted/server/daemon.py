@@ -27,6 +27,7 @@ from typing import Any
 from aiohttp import web
 
 from mnoted import __version__
+from mnoted.contract.envelope import wire_bytes
 from mnoted.errors import (
     InvalidArguments,
     MnoteError,
@@ -142,22 +143,25 @@ class Daemon:
                 return Actor.from_token(record, workspace_id=runner.workspace_id)
         return None
 
-    async def call(self, payload: Any, actor: Actor) -> dict[str, Any]:
+    async def call(self, payload: Any, actor: Actor) -> bytes:
+        """Run a tool call on its workspace's thread; the response as sent on the wire."""
         wid = payload.get("workspaceId") if isinstance(payload, dict) else None
         if wid is None and actor.workspace_id is not None:
             wid = actor.workspace_id
         try:
             runner = self.runner_for(wid if isinstance(wid, str) else None, actor)
         except MnoteError as exc:
-            return self.service.call_failed(payload, exc)
+            return wire_bytes(self.service.call_failed(payload, exc))
         pending = asyncio.wrap_future(runner.submit_call(payload, actor))
         limit = self.config.limits.request_seconds
         try:
             return await asyncio.wait_for(asyncio.shield(pending), limit)
         except TimeoutError:
             log.warning("call over the %.0fs limit: %s", limit, payload.get("toolName"))
-            return self.service.call_failed(
-                payload, Timeout(f"the call took longer than {limit:.0f}s; it is still running")
+            return wire_bytes(
+                self.service.call_failed(
+                    payload, Timeout(f"the call took longer than {limit:.0f}s; it is still running")
+                )
             )
 
     def cached_answer(self, payload: Any, actor: Actor) -> bytes | None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from mnoted.contract.envelope import Audit, ErrorBody, ToolRequest, ToolResponse
+from mnoted.contract.envelope import Audit, ErrorBody, ToolRequest, ToolResponse, wire_bytes
 from mnoted.contract.manifest import availability, scope_covers
 from mnoted.contract.tools import TOOLS, ToolSpec, lookup
 from mnoted.core.commands import EditResult
@@ -209,16 +209,28 @@ class Service:
     # -- the pipeline ---------------------------------------------------------------------
     def call(self, raw: Mapping[str, Any], actor: Actor) -> dict[str, Any]:
         """Run one tool call; always returns a response envelope, never raises."""
+        return self._respond(raw, actor)[0].to_wire()
+
+    def answer(self, raw: Any, actor: Actor) -> bytes:
+        """:meth:`call` as the bytes that go on the wire (the daemon's path): a read whose
+        answer is kept (:mod:`~mnoted.service.readcache`) is encoded once, for both."""
+        response, body = self._respond(raw, actor)
+        if body is not None:
+            return readcache.envelope(
+                response.toolName, response.toolCallId, response.traceId, body
+            )
+        return wire_bytes(response.to_wire())
+
+    def _respond(self, raw: Any, actor: Actor) -> tuple[ToolResponse, str | None]:
+        """The response, and the encoded body of a read's answer if it was made (else None)."""
         name = str(raw.get("toolName", "")) if isinstance(raw, Mapping) else ""
         try:
-            response = self._call(raw, actor)
+            return self._call(raw, actor)
         except MnoteError as exc:
-            response = self._failure(raw, name, exc)
+            return self._failure(raw, name, exc), None
         except Exception as exc:
-            response = self._failure(
-                raw, name, InternalError(f"internal error: {type(exc).__name__}: {exc}")
-            )
-        return response.to_wire()
+            error = InternalError(f"internal error: {type(exc).__name__}: {exc}")
+            return self._failure(raw, name, error), None
 
     def call_failed(self, raw: Any, exc: MnoteError) -> dict[str, Any]:
         """The response envelope of a call refused before it reached a workspace."""
@@ -242,13 +254,13 @@ class Service:
             error=ErrorBody(**exc.to_dict()),
         )
 
-    def _call(self, raw: Mapping[str, Any], actor: Actor) -> ToolResponse:
+    def _call(self, raw: Mapping[str, Any], actor: Actor) -> tuple[ToolResponse, str | None]:
         call = self._admit(raw, actor)
         handler = HANDLERS.get(call.spec.name)
         if handler is None:
             raise InternalError(f"{call.spec.name} is declared but has no handler")
         if call.spec.writes:
-            return self._write(call, handler)
+            return self._write(call, handler), None
         result = handler(call)
         assert isinstance(result, dict)
         response = self._ok(
@@ -259,8 +271,8 @@ class Service:
             ),
         )
         if call.spec.name in CACHED:
-            self._keep_answer(call, response)
-        return response
+            return response, self._keep_answer(call, response)
+        return response, None
 
     def _admit(self, raw: Any, actor: Actor) -> Call:
         """Steps 1-5 of every call: who, where, which tool, what scopes, what arguments.
@@ -323,17 +335,17 @@ class Service:
         request = call.request
         return readcache.envelope(call.spec.name, request.toolCallId, request.traceId, answer.body)
 
-    def _keep_answer(self, call: Call, response: ToolResponse) -> None:
-        """Keep a read's answer if it rests on one page checked against the branch itself."""
-        if len(call.loaded) != 1:
-            return
-        path = call.loaded[0].path
-        basis = call.ws.read_basis(path)
-        if basis is None:
-            return
+    def _keep_answer(self, call: Call, response: ToolResponse) -> str:
+        """A read's encoded answer, kept if it rests on one page checked against the branch
+        itself."""
         wire = response.to_wire()
         body = readcache.encode(wire["result"], wire["audit"])
-        self.reads.put(call.actor, _read_key(call), readcache.Answer(basis, path, body))
+        if len(call.loaded) == 1:
+            path = call.loaded[0].path
+            basis = call.ws.read_basis(path)
+            if basis is not None:
+                self.reads.put(call.actor, _read_key(call), readcache.Answer(basis, path, body))
+        return body
 
     def _workspace(self, request: ToolRequest, actor: Actor) -> Workspace:
         wid = request.workspaceId or actor.workspace_id

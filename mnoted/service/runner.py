@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from mnoted.contract.envelope import wire_bytes
 from mnoted.errors import Conflict, MnoteError, NotFound
 from mnoted.service.actors import Actor
 from mnoted.service.executor import Service
@@ -101,18 +102,19 @@ class WorkspaceRunner:
 
     def call(self, raw: Any, actor: Actor) -> dict[str, Any]:
         """Run one tool call on this workspace's thread and wait for its response."""
-        return self.submit_call(raw, actor).result()
+        answer: dict[str, Any] = json.loads(self.submit_call(raw, actor).result())
+        return answer
 
-    def submit_call(self, raw: Any, actor: Actor) -> Future[dict[str, Any]]:
-        """Queue one tool call; its future holds the response envelope.
+    def submit_call(self, raw: Any, actor: Actor) -> Future[bytes]:
+        """Queue one tool call; its future holds the response envelope as sent on the wire.
 
         Calls that arrive while others run are landed together (group commit): each is
         still its own commit, answered only once the group is durable.
         """
-        job = _Job(lambda: self.service.call(raw, actor), Future())
+        job = _Job(lambda: self.service.answer(raw, actor), Future())
         if self.ws is not None and self.service.groupable(raw, actor, self.ws):
             job.groupable = True
-            job.answer_error = lambda exc: self.service.call_failed(raw, exc)
+            job.answer_error = lambda exc: wire_bytes(self.service.call_failed(raw, exc))
         self._jobs.put(job)
         return job.future
 

@@ -141,3 +141,30 @@ def test_kept_answers_are_bounded_by_count_and_size() -> None:
     assert [by_size.get(owner, f"k{n}") is not None for n in range(10)] == [0, 0] + [1] * 8
     by_size.put(owner, "big", answer(126))  # over an eighth of the budget: never kept
     assert by_size.get(owner, "big") is None
+
+
+def test_the_wire_answer_is_the_envelope_the_call_gives(h: Harness) -> None:
+    """``Service.answer`` (the daemon's path) sends a kept read's body as it was encoded to
+    keep it; decoded, it is the envelope ``Service.call`` returns, for reads and refusals
+    alike (and a write answers with its ids)."""
+    time.sleep(QUIET)
+    for tool, fields in (
+        ("mnote.page.get", {"documentId": "notes/plan.md"}),
+        ("mnote.doc.fetch", {"documentId": "notes/plan.md"}),
+        ("mnote.page.get", {"documentId": "notes/missing.md"}),
+        ("mnote.workspace.list", {}),
+    ):
+        raw = h.envelope(tool, **fields)
+        wire = json.loads(h.service.answer(raw, h.owner))
+        assert wire == h.service.call(raw, h.owner), tool
+    edit = h.envelope(
+        "mnote.doc.markdown_edit",
+        documentId="notes/plan.md",
+        args={"operations": [{"search": "Monday", "replace": "Tuesday"}]},
+        idempotencyKey="idem_wire",
+        dryRun=False,
+    )
+    wire = json.loads(h.service.answer(edit, h.owner))
+    assert wire["ok"], wire
+    assert wire["toolCallId"] == edit["toolCallId"]
+    assert wire["result"]["revision"] == h.head()
