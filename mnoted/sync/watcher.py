@@ -58,7 +58,7 @@ from mnoted.sync.debounce import (
     SettledBatch,
     SettledChange,
 )
-from mnoted.sync.ignore import INTERNAL_DIRS, IgnoreRules, is_internal
+from mnoted.sync.ignore import INTERNAL_DIRS, MNOTE_TEMP_PREFIX, IgnoreRules, is_internal
 from mnoted.sync.own_writes import Content, OwnWrites, read_blob_id_at
 
 __all__ = [
@@ -90,6 +90,7 @@ would flood the queue; that is what overflows watchdog's default set at about
 5,000 folders."""
 
 _PRUNED_DIRS = frozenset(os.fsencode(d) for d in INTERNAL_DIRS)
+_TEMP_NAME = os.fsencode(MNOTE_TEMP_PREFIX)
 _CREATE_DIR = Mask(InotifyConstants.IN_CREATE | InotifyConstants.IN_ISDIR)
 _CREATE_FILE = Mask(InotifyConstants.IN_CREATE)
 
@@ -214,6 +215,12 @@ class _InotifyFD(InotifyFD):
             raise
 
     def handle_event(self, event: InotifyEvent) -> None:
+        # The store's temporary files come and go with every write (made, written, closed,
+        # renamed): only the rename that puts one in place matters, and its IN_MOVED_FROM
+        # pairs with the page's IN_MOVED_TO. The rest is dropped here, before watchdog
+        # builds, pairs and dispatches events that the ignore rules would drop anyway.
+        if event.name.startswith(_TEMP_NAME) and not event.is_moved_from:
+            return
         super().handle_event(event)
         if event.is_queue_overflow:
             # After watchdog has rebuilt the watches: a reconcile pass started on this

@@ -144,6 +144,16 @@ def mnoted_unregistered_atomic_write(root: Path, _: Path) -> None:
     os.replace(root / ".mnote-tmp-5f1c", root / "x.md")
 
 
+def mnoted_abandoned_temp_file(root: Path, _: Path) -> None:
+    write(root / ".mnote-tmp-x.md-0bad", b"# x\na write that failed\n")
+    os.unlink(root / ".mnote-tmp-x.md-0bad")
+
+
+def mnoted_temp_file_moved_in(root: Path, outside: Path) -> None:
+    os.rename(outside, root / ".mnote-tmp-x.md-1a2b")  # made elsewhere, then put in place
+    os.rename(root / ".mnote-tmp-x.md-1a2b", root / "x.md")
+
+
 def git_commit(root: Path, _: Path) -> None:
     subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
     subprocess.run(["git", "-C", str(root), "commit", "-qm", "by git"], check=True)
@@ -178,6 +188,8 @@ CASES: dict[str, Case] = {
         [("renamed", "renamed/a.md", "d1/a.md"), ("renamed", "renamed/sub/b.md", "d1/sub/b.md")],
     ),
     "atomic_write": Case(mnoted_unregistered_atomic_write, [("modified", "x.md", None)]),
+    "abandoned_temp_file": Case(mnoted_abandoned_temp_file, []),
+    "temp_file_moved_in": Case(mnoted_temp_file_moved_in, [("modified", "x.md", None)]),
     "git_commit": Case(git_commit, []),
 }
 

@@ -144,7 +144,7 @@ def test_queue_overflow_is_detected_and_watching_recovers(
     (emitter,) = watcher._observer.emitters
     group_lock = emitter._inotify._lock
     with group_lock:
-        write(workspace / ".mnote-tmp-first")  # the reader blocks on this one
+        write(workspace / "first.md")  # the reader blocks on this one
         time.sleep(0.1)
         for i in range(max_queued // 2 + 500):  # IN_CREATE + IN_CLOSE_WRITE each
             fd = os.open(workspace / f".mnote-tmp-{i}", os.O_WRONLY | os.O_CREAT, 0o644)
