@@ -766,12 +766,16 @@ class Workspace:
             )
 
     def _ready_to_write(self) -> None:
-        problem = unfinished_operation(self._repo)
-        if problem is not None:
-            raise WorkspaceInvalid(
-                f"{self.root} is in the middle of {problem[0]}; mnoted will not commit now",
-                hint=f"Then try again: {problem[1]}.",
-            )
+        # Once a group: nine stats each time, and a command checks three times.
+        if self._group is None or not self._group.checked:
+            problem = unfinished_operation(self._repo)
+            if problem is not None:
+                raise WorkspaceInvalid(
+                    f"{self.root} is in the middle of {problem[0]}; mnoted will not commit now",
+                    hint=f"Then try again: {problem[1]}.",
+                )
+            if self._group is not None:
+                self._group.checked = True
         if self._needs_recovery:
             self._recover()
         self.refresh()
@@ -1168,6 +1172,7 @@ class _Group:
     staged: list[_Staged] = field(default_factory=list)
     written: set[str] = field(default_factory=set)  # paths the group will write
     callbacks: list[Callable[[], object]] = field(default_factory=list)
+    checked: bool = False  # no merge, rebase or bisect was in progress when it began
 
     def add(self, staged: _Staged) -> None:
         self.staged.append(staged)

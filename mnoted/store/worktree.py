@@ -78,9 +78,12 @@ def _disk_file(fd: int, name: str, rel: str, stats: StatCache | None) -> DiskFil
     if state is None:
         return None
     data, st = state
-    blob = blob_id(data)
+    blob = stats.recent(rel, data) if stats is not None else None
+    if blob is None:
+        blob = blob_id(data)
     if stats is not None:
         stats.remember(rel, st, blob, began)
+        stats.saw(rel, data, blob)
     return DiskFile(blob, _git_mode(st.st_mode), st.st_size, data, key_of(st))
 
 
@@ -286,5 +289,7 @@ def _prepare(
         assert isinstance(blob, pygit2.Blob)
         data = bytes(blob.data)
     mode = 0o755 if step.mode == trees.EXECUTABLE else 0o644
+    if stats is not None:
+        stats.saw(rel, data, step.new)
     tmp, file_fd = dirfd.write_temp(fd, name, data, mode)
     return _Pending(step.path, parts, name, fd, seen, tmp, file_fd)

@@ -61,9 +61,11 @@ def check_invariants(daemon: DaemonProcess, acked: list[dict]) -> None:
         assert ack["commandId"] in ids, f"acknowledged command {ack['commandId']} is not in HEAD"
         assert ack["token"] in (root / ack["path"]).read_text(), f"{ack['token']} lost from disk"
         assert ack["token"] in daemon.git("show", f"HEAD:{ack['path']}")
-    subprocess.run(
-        ["git", "fsck", "--strict", "--no-progress"], cwd=root, check=True, capture_output=True
+    fsck = subprocess.run(
+        ["git", "fsck", "--strict", "--no-progress"], cwd=root, capture_output=True, text=True
     )
+    packs = sorted(p.name for p in (root / ".git/objects/pack").iterdir())
+    assert fsck.returncode == 0, f"git fsck: {fsck.stdout}{fsck.stderr}\npacks: {packs}"
     leftovers = [p for p in root.rglob("*") if p.name.startswith(".mnote-tmp-")]
     assert leftovers == []
     assert (
