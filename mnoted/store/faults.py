@@ -23,6 +23,7 @@ STEPS = (
     "journal-cleared",
     "index-written",
 )
+MAINTENANCE_STEPS = ("pack-published",)  # background maintenance, off the write path
 
 _armed: dict[str, int] = {}
 _errors: dict[str, list[int]] = {}  # step -> [errno, times left (-1: until disarmed)]
@@ -30,14 +31,14 @@ _errors: dict[str, list[int]] = {}  # step -> [errno, times left (-1: until disa
 
 def arm(step: str, countdown: int = 0) -> None:
     """Kill this process the ``countdown+1``-th time ``step`` is reached."""
-    if step not in STEPS:
+    if step not in STEPS + MAINTENANCE_STEPS:
         raise ValueError(f"unknown crash point {step!r}")
     _armed[step] = countdown
 
 
 def arm_error(step: str, errno: int, times: int = 1) -> None:
     """Make ``step`` raise ``OSError(errno)`` the next ``times`` times (-1: until disarmed)."""
-    if step not in STEPS:
+    if step not in STEPS + MAINTENANCE_STEPS:
         raise ValueError(f"unknown fault point {step!r}")
     _errors[step] = [errno, times]
 

@@ -1,18 +1,21 @@
 """Packing of loose objects, run in the background when the daemon is idle.
 
-libgit2 never packs: every command leaves a blob, a few trees and a commit as loose files,
-and 100,000 commands would leave hundreds of thousands of them. :func:`pack_loose_objects`
-puts the current loose objects into one pack (fsynced), then deletes exactly those loose
-files. It opens its own Repository (a pygit2 Repository must not cross threads) and never
-takes a lock the writer needs, so writes go on while it runs. When more than
-:data:`MAX_PACKS` packs pile up, all but the largest are merged into one.
+Commits made by Git or libgit2 outside the store leave every object as a loose file, and
+many of them would leave hundreds of thousands. :func:`pack_loose_objects` puts the current
+loose objects into one pack (fsynced, and moved into place pack first by
+``packs.publish``), then deletes exactly those loose files. It opens its own Repository (a
+pygit2 Repository must not cross threads) and never takes a lock the writer needs, so
+writes go on while it runs. When more than :data:`MAX_PACKS` packs pile up, all but the
+largest are merged into one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -21,8 +24,10 @@ from pathlib import Path
 
 import pygit2
 
+from mnoted.store import packs
 from mnoted.store.atomic import fsync_dir
 
+log = logging.getLogger(__name__)
 _FANOUT = re.compile(r"^[0-9a-f]{2}$")
 _REST = re.compile(r"^[0-9a-f]{38}$")
 MAX_PACKS = 16
@@ -77,15 +82,8 @@ def _merge_small_packs(gitdir: Path, packs: list[Path]) -> int:
     largest = max(packs, key=lambda p: p.stat().st_size)
     small = [p for p in packs if p != largest]
     oids = sorted({h for p in small for h in pack_object_ids(p.with_suffix(".idx"))})
-    repo = pygit2.Repository(str(gitdir))
-
-    def delegate(builder: pygit2.PackBuilder) -> None:
-        for h in oids:
-            builder.add(pygit2.Oid(hex=h))
-
-    if repo.pack(pack_delegate=delegate) != len(oids):
+    if _write_pack(gitdir, [pygit2.Oid(hex=h) for h in oids]) != len(oids):
         return 0
-    _sync_packs(gitdir)
     for pack in small:
         for suffix in (".idx", ".rev", ".pack"):
             with contextlib.suppress(FileNotFoundError):
@@ -94,31 +92,32 @@ def _merge_small_packs(gitdir: Path, packs: list[Path]) -> int:
     return len(small)
 
 
-def _sync_packs(gitdir: Path) -> None:
+def _write_pack(gitdir: Path, oids: list[pygit2.Oid]) -> int:
+    """One durable pack of ``oids`` made by libgit2's pack builder (deltas included), put in
+    the pack folder by ``packs.publish``; how many objects it holds."""
     pack_dir = gitdir / "objects" / "pack"
-    for p in pack_dir.glob("pack-*"):
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    fsync_dir(pack_dir)
+    staging = packs.staging_dir(pack_dir)
+    shutil.rmtree(staging, ignore_errors=True)  # a run killed before it published
+    staging.mkdir(parents=True)
+    repo = pygit2.Repository(str(gitdir))
+
+    def delegate(builder: pygit2.PackBuilder) -> None:
+        for oid in oids:
+            builder.add(oid)
+
+    written = repo.pack(str(staging), pack_delegate=delegate)
+    pack_dir.mkdir(exist_ok=True)
+    packs.publish(staging, pack_dir)
+    return written
 
 
 def pack_loose_objects(gitdir: Path, *, min_objects: int = 1) -> PackReport:
     """Pack loose objects if there are at least ``min_objects``; merge packs if too many."""
-    repo = pygit2.Repository(str(gitdir))
     loose = loose_objects(gitdir)
     packed = removed = merged = 0
     if loose and len(loose) >= min_objects:
         oids = [pygit2.Oid(hex=h) for h in loose]
-
-        def delegate(builder: pygit2.PackBuilder) -> None:
-            for oid in oids:
-                builder.add(oid)
-
-        packed = repo.pack(pack_delegate=delegate)
-        _sync_packs(gitdir)
+        packed = _write_pack(gitdir, oids)
         if packed == len(oids):  # every listed object is now in a durable pack
             touched: set[Path] = set()
             for h in loose:
@@ -173,5 +172,8 @@ class Maintainer:
             last = self._last_activity()
             if last <= self._done_after or self._clock() - last < self._idle:
                 continue
-            self._run()
+            try:
+                self._run()
+            except Exception:  # a full disk, say: tried again after the next write
+                log.exception("background packing failed; it runs again after the next write")
             self._done_after = last

@@ -14,6 +14,11 @@ A pack becomes visible to Git only with its index: both are written under tempor
 fsynced, then the pack and last the index are renamed into place and the folder synced. A
 crash leaves temporary files (removed, or completed when both are known durable, by
 :func:`recover`) and never a pack index whose bytes are not on disk.
+
+Packs made by libgit2's pack builder (background maintenance) follow the same order through
+:func:`publish`: libgit2 puts a pack's index in place *before* the pack, so a process killed
+between the two left an index without its pack, which ``git fsck`` reports as a broken
+pack. They are written in a staging folder and moved in pack first.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import contextlib
 import hashlib
 import os
 import re
+import shutil
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -315,12 +321,50 @@ def merge_packs(pack_dir: Path, names: Sequence[str]) -> tuple[str, int] | None:
     return merged, len(entries)
 
 
+def staging_dir(pack_dir: Path) -> Path:
+    """Where packs written by libgit2 wait until :func:`publish` moves them in (``.git/mnote/
+    packing``: in the git directory, so on the pack folder's file system)."""
+    return pack_dir.parent.parent / "mnote" / "packing"
+
+
+def publish(staging: Path, pack_dir: Path) -> list[str]:
+    """Move the packs libgit2 wrote in ``staging`` into ``pack_dir`` in Git's order: every
+    file synced, then each pack before its index; the folder synced; ``staging`` removed.
+    Returns the packs' names."""
+    names = sorted(e[5:-5] for e in os.listdir(staging) if _PACK_NAME.match(e))
+    files = [staging / f"pack-{n}{suffix}" for n in names for suffix in (".pack", ".idx")]
+    fds = [os.open(path, os.O_RDONLY | os.O_CLOEXEC) for path in files]
+    try:
+        durable.sync_fds(fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    for name in names:
+        for suffix in (".pack", ".rev", ".idx"):  # the index last: Git sees no pack without it
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(staging / f"pack-{name}{suffix}", pack_dir / f"pack-{name}{suffix}")
+            if suffix == ".pack":
+                faults.point("pack-published")
+    fsync_dir(pack_dir)
+    shutil.rmtree(staging, ignore_errors=True)
+    return names
+
+
 def recover(pack_dir: Path) -> None:
-    """Finish or remove what an interrupted :func:`write_pack` left in ``pack_dir``.
+    """Finish or remove what an interrupted :func:`write_pack` or :func:`publish` left.
 
     A temporary index whose pack was already renamed into place was synced before that
-    rename, so it is put into place too; every other temporary file is deleted.
+    rename, so it is put into place too (from the staging folder as well); every other
+    temporary file is deleted.
     """
+    staging = staging_dir(pack_dir)
+    if staging.is_dir():
+        for entry in os.listdir(staging):
+            pack = pack_dir / f"{entry.removesuffix('.idx')}.pack"
+            if entry.endswith(".idx") and pack.exists() and not (pack_dir / entry).exists():
+                os.rename(staging / entry, pack_dir / entry)
+        shutil.rmtree(staging, ignore_errors=True)
+        fsync_dir(pack_dir)
     try:
         names = os.listdir(pack_dir)
     except FileNotFoundError:
