@@ -24,7 +24,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -150,35 +150,51 @@ def raw_request(sock: Path, token: str, method: str, path: str, body: bytes = b"
     return rest
 
 
-def raw_commit_floor(root: Path, n: int) -> tuple[float, float]:
-    """libgit2's incremental commit of one file with its own fsync of the git directory on
-    (blob, root tree, commit, branch: the shape of the timed write, a page at the root):
-    what a minimal durable commit costs."""
-    repo = pygit2.Repository(str(root))
-    sig = pygit2.Signature("bench", "bench@localhost")
-    counter = iter(range(10**9))
+class Floors:
+    """The write floors, measured raw by the bench on a repository of their own: an atomic
+    file write with fsync, and libgit2's incremental commit of one file with its own fsync
+    of the git directory on (blob, root tree, commit, branch: the shape of the timed write,
+    a page at the root), what a minimal durable commit costs."""
 
-    def commit() -> None:
-        head = repo.head.peel(pygit2.Commit)
-        blob = repo.create_blob(f"{next(counter)}\n".encode())
-        tree = repo.TreeBuilder(head.tree)
-        tree.insert("c.md", blob, pygit2.GIT_FILEMODE_BLOB)
-        repo.create_commit("refs/heads/main", sig, sig, "c", tree.write(), [head.id])
+    def __init__(self, base: Path, env: dict[str, str]) -> None:
+        self.root = base / "floor"
+        build_repo(self.root, 100, env)
+        self.repo = pygit2.Repository(str(self.root))
+        self.sig = pygit2.Signature("bench", "bench@localhost")
+        self.counter = iter(range(10**9))
 
-    pygit2.settings.enable_fsync_gitdir(True)
-    try:
-        return timed(commit, n)
-    finally:
-        pygit2.settings.enable_fsync_gitdir(False)
+    def atomic(self) -> None:
+        write_atomic(self.root / "x.md", os.urandom(64))
+
+    def commit(self) -> None:
+        pygit2.settings.enable_fsync_gitdir(True)  # process-wide: only around this commit
+        try:
+            head = self.repo.head.peel(pygit2.Commit)
+            blob = self.repo.create_blob(f"{next(self.counter)}\n".encode())
+            tree = self.repo.TreeBuilder(head.tree)
+            tree.insert("c.md", blob, pygit2.GIT_FILEMODE_BLOB)
+            self.repo.create_commit(
+                "refs/heads/main", self.sig, self.sig, "c", tree.write(), [head.id]
+            )
+        finally:
+            pygit2.settings.enable_fsync_gitdir(False)
 
 
-def bench_floor(base: Path, env: dict[str, str], n: int) -> dict[str, tuple[float, float]]:
-    root = base / "floor"
-    build_repo(root, 100, env)
-    return {
-        "atomic": timed(lambda: write_atomic(root / "x.md", os.urandom(64)), n),
-        "commit": raw_commit_floor(root, n),
-    }
+def paired(
+    fns: Sequence[Callable[[], object]], n: int, block: int = 10
+) -> list[tuple[float, float]]:
+    """Each of ``fns`` timed ``n`` times, taking turns by blocks of ``block`` calls made back
+    to back: every figure comes from the same stretch of the run, so a ratio between them
+    holds while the machine's speed drifts, and each block runs as hot as a busy client's
+    calls do (a pause between calls lets this VM's idle CPU make every call slower)."""
+    samples: list[list[float]] = [[] for _ in fns]
+    for start in range(0, n, block):
+        for fn, out in zip(fns, samples, strict=True):
+            for _ in range(min(block, n - start)):
+                t0 = time.perf_counter()
+                fn()
+                out.append(time.perf_counter() - t0)
+    return [stats(s) for s in samples]
 
 
 def reads_per_second(daemon: Daemon, conns: int, seconds: float) -> float:
@@ -207,7 +223,7 @@ def bench_size(
     size: int,
     env: dict[str, str],
     writes: int,
-    floor: dict[str, tuple[float, float]],
+    floors: Floors,
     agents: int,
     mcp: Server | None,
 ) -> None:
@@ -224,29 +240,36 @@ def bench_size(
     try:
         client = daemon.client()
         token = daemon.token
-        rtt = timed(lambda: raw_request(daemon.sock, token, "GET", "/v1/health"), writes)
-        rtt_client = timed(lambda: client.request("GET", "/v1/health"), writes)
-        print(f"workspace of {size:,} files")
-        line("socket round trip (GET /v1/health)", rtt)
-        line("  the same through the project's client", rtt_client)
-        line("floor: atomic write + fsync", floor["atomic"])
-        line("floor: incremental commit + fsync (libgit2)", floor["commit"])
+
+        def health() -> bytes:
+            return raw_request(daemon.sock, token, "GET", "/v1/health")
+
         counter = iter(range(10**9))
-        # Bodies made beforehand, sent and read raw as the round trip is; then the same
-        # edits through the project's client (the reference of the comparisons below).
+        # The timed write and the floors take turns (`paired`); the write's bodies are made
+        # beforehand and sent and read raw, as the round trip is. Then the same edits
+        # through the project's client: the reference of the comparisons below.
         bodies = iter(
             [json.dumps(edit_body(client, next(counter))).encode() for _ in range(writes)]
         )
         answers: list[bytes] = []
-        w_raw = timed(
-            lambda: answers.append(
-                raw_request(daemon.sock, token, "POST", "/v1/tools/call", next(bodies))
-            ),
+        w_raw, rtt, atomic, commit = paired(
+            [
+                lambda: answers.append(
+                    raw_request(daemon.sock, token, "POST", "/v1/tools/call", next(bodies))
+                ),
+                health,
+                floors.atomic,
+                floors.commit,
+            ],
             writes,
         )
         failed = [a for a in answers if not json.loads(a).get("ok")]
         assert not failed, failed[0]
-        floor_sum = (rtt[0] + floor["atomic"][0] + floor["commit"][0], 0.0)
+        print(f"workspace of {size:,} files")
+        line("socket round trip (GET /v1/health)", rtt)
+        line("floor: atomic write + fsync", atomic)
+        line("floor: incremental commit + fsync (libgit2)", commit)
+        floor_sum = (rtt[0] + atomic[0] + commit[0], 0.0)
         line("durable agent write (markdown_edit, 10 KB)", w_raw, floor_sum, "floor sum")
 
         def write() -> None:
@@ -255,6 +278,7 @@ def bench_size(
 
         w = timed(write, writes)
         line("  the same through the project's client", w, floor_sum, "floor sum")
+        time.sleep(1.0)  # the writer's idle work after writes (the Git index) is done
         git_samples = []
         git_root = base / f"git{size}"  # made by workspace()
         for k in range(min(writes, 30)):
@@ -269,25 +293,32 @@ def bench_size(
         reads: dict[str, tuple[float, float]] = {}
         for tool in ("mnote.page.get", "mnote.doc.fetch"):
             client.request("POST", "/v1/tools/call", client.envelope(tool, "page.md"))
-            # Bodies made beforehand (each call has its own ids), sent and read raw, as the
-            # round trip is; then through the project's client (http.client, json.loads).
+            # Bodies made beforehand (each call has its own ids), sent and read raw, taking
+            # turns with the round trip; then both through the project's client
+            # (http.client, a new connection, json.loads of the answer).
             bodies = iter(
-                [json.dumps(client.envelope(tool, "page.md")).encode() for _ in range(writes + 5)]
+                [json.dumps(client.envelope(tool, "page.md")).encode() for _ in range(writes)]
             )
-            reads[tool] = timed(
-                lambda bodies=bodies: raw_request(  # type: ignore[misc]
-                    daemon.sock, token, "POST", "/v1/tools/call", next(bodies)
-                ),
+            reads[tool], rt = paired(
+                [
+                    lambda bodies=bodies: raw_request(  # type: ignore[misc]
+                        daemon.sock, token, "POST", "/v1/tools/call", next(bodies)
+                    ),
+                    health,
+                ],
                 writes,
             )
-            line(f"read: {tool} (cached 10 KB page)", reads[tool], rtt, "round trip")
-            by_client = timed(
-                lambda tool=tool: client.request(  # type: ignore[misc]
-                    "POST", "/v1/tools/call", client.envelope(tool, "page.md")
-                ),
+            line(f"read: {tool} (cached 10 KB page)", reads[tool], rt, "round trip")
+            by_client, rt_client = paired(
+                [
+                    lambda tool=tool: client.request(  # type: ignore[misc]
+                        "POST", "/v1/tools/call", client.envelope(tool, "page.md")
+                    ),
+                    lambda: client.request("GET", "/v1/health"),
+                ],
                 writes,
             )
-            line("  the same through the project's client", by_client, rtt_client, "round trip")
+            line("  the same through the project's client", by_client, rt_client, "round trip")
         get = reads["mnote.page.get"]
         fetch = reads["mnote.doc.fetch"]
         # The same read with new arguments each time: no kept answer, the call goes to the
@@ -301,7 +332,7 @@ def bench_size(
             ),
             writes,
         )
-        line("read: mnote.doc.fetch, answer not kept (client)", computed, rtt_client, "round trip")
+        line("read: mnote.doc.fetch, answer not kept (client)", computed, rt_client, "round trip")
         for conns in (1, 8):
             rate = reads_per_second(daemon, conns, 2.0)
             print(f"  {'reads per second, ' + str(conns) + ' connection(s)':<44} {rate:8.0f}")
@@ -390,9 +421,9 @@ def main() -> None:
             "XDG_RUNTIME_DIR": str(base / "run"),
             "MNOTED_LOG": "warning",
         }
-        floor = bench_floor(base, env, args.writes)
+        floors = Floors(base, env)
         for size in (int(s) for s in args.sizes.split(",")):
-            bench_size(base, size, env, args.writes, floor, args.agents, mcp)
+            bench_size(base, size, env, args.writes, floors, args.agents, mcp)
 
 
 if __name__ == "__main__":
