@@ -36,6 +36,7 @@ class Limits:
     max_body_bytes: int = 4 * 1024 * 1024
     max_json_depth: int = 64
     heartbeat_seconds: float = 15.0
+    keepalive_seconds: float = 75.0  # an idle kept connection is closed after this
     request_seconds: float = 120.0
 
 

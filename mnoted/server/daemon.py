@@ -75,6 +75,7 @@ class DaemonConfig:
                 max_body_bytes=int(limits.get("maxBodyBytes", Limits.max_body_bytes)),
                 max_json_depth=int(limits.get("maxJsonDepth", Limits.max_json_depth)),
                 request_seconds=float(limits.get("requestSeconds", Limits.request_seconds)),
+                keepalive_seconds=float(limits.get("keepAliveSeconds", Limits.keepalive_seconds)),
             ),
             runner=RunnerConfig(
                 watch=bool(sync.get("watch", True)),
@@ -239,7 +240,12 @@ class Daemon:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.open_workspaces, self.config.workspaces)
         app = build_app(self, self.config.limits)
-        self._web = web.AppRunner(app, handle_signals=False, access_log=None)
+        self._web = web.AppRunner(
+            app,
+            handle_signals=False,
+            access_log=None,
+            keepalive_timeout=self.config.limits.keepalive_seconds,
+        )
         await self._web.setup()
         for path in [self.config.socket, *self.config.listen]:
             sock = bind_private(path)
