@@ -51,6 +51,7 @@ class RunnerConfig:
     max_delay_seconds: float = 5.0
     reconcile_every: float = 300.0
     idle_after: float = 0.05
+    index_lag_seconds: float = 1.0  # the Git index follows HEAD this closely under load
     pack_idle_seconds: float = 5.0
 
 
@@ -71,6 +72,7 @@ class WorkspaceRunner:
         self._error: BaseException | None = None
         self._maintainer: Maintainer | None = None
         self._last_reconcile = time.monotonic()
+        self._index_flushed = time.monotonic()
         self._reconciled_generation = -1  # the watcher's generation the last full pass covers
         self._unsettled: set[str] = set()  # paths that may still differ from HEAD
         self.external_commits = 0
@@ -174,7 +176,26 @@ class WorkspaceRunner:
                 self._run_group(group)
             else:
                 job.run()
+            self._bound_index_lag()
         self._shutdown()
+
+    def _bound_index_lag(self) -> None:
+        """Refresh the Git index now and then while calls keep coming.
+
+        The index is refreshed when the queue runs dry (:meth:`Workspace.idle`); an agent
+        writing more often than that never lets it, and the index fell ever further behind
+        HEAD: ``git status`` showed the store's own commits as staged reversals and ``git
+        merge`` refused to run. A lock held by someone else is not waited for here.
+        """
+        assert self.ws is not None
+        now = time.monotonic()
+        if now - self._index_flushed < self.config.index_lag_seconds:
+            return
+        self._index_flushed = now
+        try:
+            self.ws.flush_index(wait=0.0)
+        except MnoteError as exc:
+            log.debug("index refresh under load skipped: %s", exc.message)
 
     def _run_group(self, jobs: list[_Job]) -> None:
         """Run calls as one group (maybe of one); if it cannot land, run each on its own."""
@@ -212,6 +233,7 @@ class WorkspaceRunner:
         try:
             if not idle_done:
                 self.ws.idle()
+                self._index_flushed = time.monotonic()
             if time.monotonic() - self._last_reconcile > self.config.reconcile_every:
                 self._reconcile("periodic")
         except MnoteError as exc:

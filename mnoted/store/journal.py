@@ -61,12 +61,20 @@ class Entry:
 class Journal:
     """The journal file in the state folder, kept open and overwritten in place.
 
-    A write is one ``pwrite`` + ``fdatasync`` (no temp file, no folder sync): the record
-    carries a checksum, so a write torn by a crash reads as "no journal" (and a torn write
-    means the command had not yet moved the branch). Clearing truncates without syncing:
-    a clear lost to a power cut brings back only the newest record, whose commit recovery
-    then finds already landed.
+    A record is ``v2 <length> <sha256>\n<body>`` written at offset 0 with one ``pwrite``
+    and synced with the landing's other files (no temp file, no folder sync). The file is
+    never truncated on the way (bytes of a longer earlier record may follow the body): an
+    overwrite in place frees and allocates no block, so its sync writes the data only, and
+    the two truncations a command used to cost are gone. A record torn by a crash fails
+    its checksum and reads as "no journal" (a torn write means the command had not yet
+    moved the branch). Clearing overwrites the whole header without syncing, so that no torn
+    write of a later header can bring the cleared record back; a clear lost to a power cut
+    brings back only the newest record, whose commit recovery then finds already landed.
+    A file left by a version that wrote ``<sha256>\n<body>`` (and truncated) is still read.
     """
+
+    _SHRINK_OVER = 1 << 20  # a clear truncates a file grown past this by a large group
+    _HEAD_MAX = 128  # "v2 <length> <64 hex digits>\n" fits
 
     def __init__(self, state_dir: Path) -> None:
         self.path = state_dir / JOURNAL_NAME
@@ -82,17 +90,27 @@ class Journal:
         """Replace the record; durable at return unless ``sync`` is False (the caller then
         syncs :attr:`fd`)."""
         body = entry.to_json()
-        record = hashlib.sha256(body).hexdigest().encode("ascii") + b"\n" + body
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, record, 0)
+        head = f"v2 {len(body)} {hashlib.sha256(body).hexdigest()}\n".encode("ascii")
+        os.pwrite(self._fd, head + body, 0)
         if sync:
             os.fdatasync(self._fd)
 
     def read(self) -> Entry | None:
-        """The pending entry, or None (a torn or unreadable journal was never acted on)."""
-        size = os.fstat(self._fd).st_size
-        raw = os.pread(self._fd, size, 0) if size else b""
-        digest, _, body = raw.partition(b"\n")
+        """The pending entry, or None (a torn, cleared or unreadable journal was never acted
+        on)."""
+        head = os.pread(self._fd, self._HEAD_MAX, 0)
+        if head.startswith(b"v2 "):
+            line, newline, _ = head.partition(b"\n")
+            fields = line.split(b" ")
+            if not newline or len(fields) != 3 or not fields[1].isdigit():
+                return None
+            length, digest = int(fields[1]), fields[2]
+            body = os.pread(self._fd, length, len(line) + 1)
+            if len(body) != length:  # a header torn over a shorter record
+                return None
+        else:  # the earlier format: the whole file is the record
+            size = os.fstat(self._fd).st_size
+            digest, _, body = (os.pread(self._fd, size, 0) if size else b"").partition(b"\n")
         if not body or hashlib.sha256(body).hexdigest().encode("ascii") != digest:
             return None
         try:
@@ -101,7 +119,10 @@ class Journal:
             return None
 
     def clear(self) -> None:
-        os.ftruncate(self._fd, 0)
+        if os.fstat(self._fd).st_size > self._SHRINK_OVER:
+            os.ftruncate(self._fd, 0)
+        else:
+            os.pwrite(self._fd, b"-" * self._HEAD_MAX, 0)
 
     def close(self) -> None:
         os.close(self._fd)

@@ -730,14 +730,18 @@ class Workspace:
         self._check_thread()
         self._merge_packs(PACKS_PER_LEVEL)
 
-    def flush_index(self) -> None:
-        """Make the Git index agree with HEAD for every path mnoted committed."""
+    def flush_index(self, *, wait: float | None = None) -> None:
+        """Make the Git index agree with HEAD for every path mnoted committed.
+
+        ``wait``: how long to wait for a ``index.lock`` held by someone else (default: the
+        store's lock wait), then :class:`LockBusy`.
+        """
         self._check_thread()
         pending = self._side.index_pending()
         if not pending:
             return
         tree = self._head_tree()
-        self._index.refresh(tree, pending, wait=self._lock_wait)
+        self._index.refresh(tree, pending, wait=self._lock_wait if wait is None else wait)
         self._index_refreshed(tree, pending)
         faults.point("index-written")
         self._side.clear_index_pending(pending)

@@ -90,7 +90,10 @@ def test_users_git_while_agents_write_loses_no_acknowledged_commit(
             if resp.get("ok"):
                 acked.append((resp["audit"]["commandId"], f"agent {i}"))
             i += 1
-            time.sleep(0.01)
+            # Ten writes a second: a busy agent. One writing without pause (the test below)
+            # leaves `git pull` no moment when HEAD, the index and the work tree agree, and
+            # Git refuses to merge; the person's pull is then retried until it fits.
+            time.sleep(0.1)
 
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(root), str(clone)], check=True)
@@ -112,22 +115,24 @@ def test_users_git_while_agents_write_loses_no_acknowledged_commit(
         }
         for args in (
             ["add", "mine.md"],
-            ["commit", "-q", "-m", "my own commit", "--", "mine.md"],
+            # The watcher may commit mine.md first once it has been quiet for 0.3 s (a retry
+            # of `git add` above takes that long): the user's commit then has nothing of
+            # its own, and is still made.
+            ["commit", "-q", "--allow-empty", "-m", "my own commit"],
             ["gc", "-q"],
             ["pull", "-q", "--no-rebase", "--no-edit", str(clone), "main"],
             ["checkout", "-q", "-b", "side"],  # the agent's next writes land on `side`
         ):
-            for _ in range(
-                20
-            ):  # the daemon may hold the index for a moment: retry like a person would
-                if (
-                    subprocess.run(
-                        ["git", *args], cwd=root, env=env, capture_output=True
-                    ).returncode
-                    == 0
-                ):
+            # The daemon may hold the index or the branch for a moment: retry as a person would.
+            errors = []
+            for _ in range(20):
+                run = subprocess.run(["git", *args], cwd=root, env=env, capture_output=True)
+                if run.returncode == 0:
                     break
+                errors.append(run.stderr.decode(errors="replace").strip())
                 time.sleep(0.1)
+            else:
+                raise AssertionError(f"git {args[0]} failed 20 times: {errors[-3:]}")
             time.sleep(0.2)
     finally:
         stop.set()
@@ -140,6 +145,7 @@ def test_users_git_while_agents_write_loses_no_acknowledged_commit(
     )
     assert acked and all(cid in reachable for cid, _ in acked)
     assert "my own commit" in git(root, "log", "--format=%s")
+    assert "from clone" in git(root, "log", "--format=%s")  # the pull's merge, kept
     assert git(root, "rev-parse", "--abbrev-ref", "HEAD").strip() == "side"
     subprocess.run(
         ["git", "fsck", "--strict", "--no-progress"], cwd=root, check=True, capture_output=True
@@ -174,3 +180,48 @@ def test_a_second_daemon_on_the_same_workspace_refuses_to_start(
     assert not (tmp_path / "second.sock").exists()
     status, _ = daemon.client().request("GET", "/v1/health")  # the first one still serves
     assert status == 200
+
+
+def test_the_git_index_follows_head_while_an_agent_writes_without_pause(
+    daemon: DaemonProcess,
+) -> None:
+    """The index is refreshed when the daemon's queue runs dry; an agent that never lets
+    it still sees the index follow HEAD (at most a second behind), so `git status` in the
+    workspace shows no phantom staged changes for long."""
+    root = daemon.workspace
+    stop = threading.Event()
+    acked: list[str] = []
+
+    def agent() -> None:
+        client = daemon.client()
+        i = 0
+        while not stop.is_set():
+            body = client.envelope(
+                "mnote.page.save", "plan.md", {"content": [f"agent {i}"], "mode": "append"}
+            )
+            _, resp = client.request("POST", "/v1/tools/call", body)
+            if resp.get("ok"):
+                acked.append(resp["result"]["revision"])
+            i += 1
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=agent)
+    thread.start()
+    seen: list[str] = []
+    try:
+        deadline = time.monotonic() + 4.0
+        while time.monotonic() < deadline:
+            staged = git(root, "ls-files", "-s", "plan.md").split()
+            if staged and (not seen or seen[-1] != staged[1]):
+                seen.append(staged[1])
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        thread.join(30)
+    assert len(acked) > 40  # the agent kept the daemon busy
+    assert len(seen) >= 3, f"the index's plan.md changed {len(seen) - 1} times in 4 s"
+    # Once idle the index is HEAD's again: nothing staged, nothing modified.
+    deadline = time.monotonic() + 10
+    while git(root, "status", "--porcelain") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert git(root, "status", "--porcelain") == ""

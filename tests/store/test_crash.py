@@ -8,15 +8,21 @@ commands in history wrote, no command is half-applied, ``git fsck --strict`` pas
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from mnoted.store import CommandMeta, Workspace, Write, faults
+from mnoted.store.journal import JOURNAL_NAME, Entry, FileStep, Journal
 from tests.store.conftest import assert_clean, git
 
 WRITER = Path(__file__).with_name("crash_writer.py")
@@ -175,8 +181,6 @@ def test_an_edit_made_after_a_crash_is_kept(tmp_path: Path) -> None:
 
 
 def test_a_torn_journal_is_ignored(tmp_path: Path) -> None:
-    from mnoted.store.journal import Entry, FileStep, Journal
-
     journal = Journal(tmp_path)
     entry = Entry("cmd", "refs/heads/main", None, "c" * 40, (FileStep("a.md", None, "b" * 40, 0),))
     journal.write(entry)
@@ -186,4 +190,62 @@ def test_a_torn_journal_is_ignored(tmp_path: Path) -> None:
     assert journal.read() is None
     journal.clear()
     assert journal.read() is None
+    journal.close()
+
+
+def _entry(n_files: int, tag: str) -> Entry:
+    files = tuple(FileStep(f"{tag}/{i}.md", None, f"{i:040x}", 0o100644) for i in range(n_files))
+    return Entry(f"cmd_{tag}", "refs/heads/main", None, "c" * 40, files)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.none(), st.tuples(st.integers(0, 40), st.text("abc", min_size=1))),
+        max_size=12,
+    ),
+    st.integers(0, 10_000),
+)
+def test_the_journal_overwritten_in_place_reads_back_its_newest_record(
+    steps: list[tuple[int, str] | None], cut: int
+) -> None:
+    """Records of any size over one another, cleared or not: the newest one is read back
+    (the bytes of a longer earlier one behind it do not matter), a clear reads as none, and
+    the newest record torn at any byte over the older ones reads as none."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        journal = Journal(folder)
+        expected: Entry | None = None
+        for step in steps:
+            if step is None:
+                journal.clear()
+                expected = None
+            else:
+                expected = _entry(*step)
+                journal.write(expected)
+            assert journal.read() == expected
+        path = folder / JOURNAL_NAME
+        before = path.read_bytes()
+        newest = _entry(7, "torn")
+        journal.write(newest, sync=False)
+        written = path.read_bytes()
+        record_end = written.index(b"\n") + 1 + len(newest.to_json())
+        at = cut % record_end  # a torn write: only a prefix of the record reached the disk
+        path.write_bytes(written[:at] + before[at:])
+        torn = journal.read()
+        # Nothing of the new record reached the disk yet: the older state is read back.
+        assert torn == (expected if written[:at] == before[:at] else None)
+        journal.close()
+
+
+def test_a_journal_in_the_earlier_format_is_still_read(tmp_path: Path) -> None:
+    entry = _entry(2, "old")
+    body = entry.to_json()
+    (tmp_path / JOURNAL_NAME).write_bytes(hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
+    journal = Journal(tmp_path)
+    assert journal.read() == entry
+    journal.clear()
+    assert journal.read() is None
+    journal.write(_entry(1, "new"))
+    assert journal.read() == _entry(1, "new")
     journal.close()
