@@ -39,10 +39,15 @@ class HeldLock:
     lock: Path
     token: Path
 
-    def commit(self) -> None:
-        """Publish the lock file's bytes as the target (Git's ``commit_lock_file``)."""
+    def commit(self, *, sync: bool = True) -> None:
+        """Publish the lock file's bytes as the target (Git's ``commit_lock_file``).
+
+        With ``sync`` False the new name is not yet durable: the caller syncs the target's
+        folder (together with other folders, in one wait).
+        """
         os.rename(self.lock, self.target)
-        fsync_dir(self.target.parent)
+        if sync:
+            fsync_dir(self.target.parent)
         self._drop_token()
 
     def release(self) -> None:

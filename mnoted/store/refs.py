@@ -129,11 +129,13 @@ def commit_branch(
     *,
     ident: str,
     message: str,
+    sync: bool = True,
 ) -> None:
-    """Log the move and put the lock taken by :func:`lock_branch` in place (synced)."""
+    """Log the move and put the lock taken by :func:`lock_branch` in place (synced unless
+    ``sync`` is False: the caller then syncs ``held.target``'s folder)."""
     try:
         _append_reflog(gitdir, refname, old, new, ident, message)
-        held.commit()
+        held.commit(sync=sync)
     except BaseException:
         held.release()
         raise

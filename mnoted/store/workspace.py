@@ -934,10 +934,15 @@ class Workspace:
                     last.result.commit,
                     ident=f"{COMMITTER.name} <{COMMITTER.email}>",
                     message=last.message if len(staged) == 1 else f"{len(staged)} commands",
+                    # The branch's new name is synced with the files' folders, in one wait
+                    # (`FileWrites.finish`): the journal, durable by now, completes either.
+                    sync=writes is None,
                 )
             except BaseException:
                 self._journal.clear()
                 raise
+            if writes is not None:
+                writes.sync_folder_with(held.target.parent)
             faults.point("ref-updated")
         except BaseException:
             if writes is not None:  # the temporary files go; recovery writes the files

@@ -159,6 +159,7 @@ class FileWrites:
         self.diverged: list[str] = []
         self._pending: list[_Pending] = []
         self._folders = _Folders(root)
+        self._also: list[Path] = []  # folders synced with the files' (the branch's)
         try:
             for step in steps:
                 try:
@@ -176,6 +177,10 @@ class FileWrites:
     def fds(self) -> list[int]:
         """The temporary files to sync before :meth:`finish`."""
         return [p.fd for p in self._pending if p.fd is not None]
+
+    def sync_folder_with(self, folder: Path) -> None:
+        """Sync ``folder`` in :meth:`finish`'s wait for the files' folders."""
+        self._also.append(folder)
 
     def finish(self) -> list[str]:
         """Put every file in place (its temporary file synced); the paths left alone."""
@@ -205,7 +210,15 @@ class FileWrites:
                 finally:
                     self._folders.forget()
             faults.point("file-written")
-        durable.sync_fds(list(synced))
+        also: list[int] = []
+        try:
+            for folder in self._also:
+                also.append(os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+            durable.sync_fds([*also, *synced])
+        finally:
+            for fd in also:
+                os.close(fd)
+        self._also = []
         self._pending = []
         return self.diverged
 
