@@ -72,12 +72,28 @@ def test_a_foreign_git_lock_is_named_waited_for_and_never_deleted(
     ws.close()
 
 
+def give_up_merge(root: Path) -> None:
+    """What a person does after a merge stopped half-way (the branch moved under it, Git
+    could not make its commit): `git merge --abort`, tried again while a lock is held."""
+    for _ in range(20):
+        if not (root / ".git" / "MERGE_HEAD").exists():
+            return
+        subprocess.run(["git", "merge", "--abort"], cwd=root, capture_output=True)
+        time.sleep(0.05)
+
+
 def test_users_git_while_agents_write_loses_no_acknowledged_commit(
     daemon: DaemonProcess, tmp_path: Path
 ) -> None:
     root = daemon.workspace
     acked: list[tuple[str, str]] = []
     stop = threading.Event()
+    # Seconds between the agent's writes: 0.01 (without pause) while the person's pulls race
+    # it, then 0.1 (a busy agent) for the pull that must go through. Writing every 10 ms
+    # leaves Git's merge no moment when HEAD, the index and the work tree agree: it refuses,
+    # or fails half-way and puts HEAD back over the daemon's newer commits (kept under
+    # refs/mnote/rewound/, so still reachable).
+    pause = [0.01]
 
     def agent() -> None:
         client = daemon.client()
@@ -90,10 +106,7 @@ def test_users_git_while_agents_write_loses_no_acknowledged_commit(
             if resp.get("ok"):
                 acked.append((resp["audit"]["commandId"], f"agent {i}"))
             i += 1
-            # Ten writes a second: a busy agent. One writing without pause (the test below)
-            # leaves `git pull` no moment when HEAD, the index and the work tree agree, and
-            # Git refuses to merge; the person's pull is then retried until it fits.
-            time.sleep(0.1)
+            time.sleep(pause[0])
 
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(root), str(clone)], check=True)
@@ -123,6 +136,11 @@ def test_users_git_while_agents_write_loses_no_acknowledged_commit(
             ["pull", "-q", "--no-rebase", "--no-edit", str(clone), "main"],
             ["checkout", "-q", "-b", "side"],  # the agent's next writes land on `side`
         ):
+            if args[0] == "pull":
+                for _ in range(5):  # racing an agent that never pauses: may fail, any way
+                    subprocess.run(["git", *args], cwd=root, env=env, capture_output=True)
+                    give_up_merge(root)
+                pause[0] = 0.1
             # The daemon may hold the index or the branch for a moment: retry as a person would.
             errors = []
             for _ in range(20):
@@ -130,6 +148,7 @@ def test_users_git_while_agents_write_loses_no_acknowledged_commit(
                 if run.returncode == 0:
                     break
                 errors.append(run.stderr.decode(errors="replace").strip())
+                give_up_merge(root)
                 time.sleep(0.1)
             else:
                 raise AssertionError(f"git {args[0]} failed 20 times: {errors[-3:]}")
