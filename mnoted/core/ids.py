@@ -90,6 +90,11 @@ def _match_region(
                 pairs[news[j1 + k]] = olds[i1 + k]
         elif tag == "replace":
             ro, rn = olds[i1:i2], news[j1:j2]
+            if len(ro) == len(rn) == 1 and old[ro[0]].type == new[rn[0]].type:
+                # One block rewritten in place (the usual edit): paired whatever its
+                # likeness, as the scoring below would pair it, by likeness or position.
+                pairs[rn[0]] = ro[0]
+                continue
             if len(ro) * len(rn) > _MAX_REGION * _MAX_REGION:
                 for o, n in zip(ro, rn, strict=False):
                     if old[o].type == new[n].type:
