@@ -59,7 +59,7 @@ class Entry:
 
 
 class Journal:
-    """The journal file in the state folder, kept open and overwritten in place.
+    r"""The journal file in the state folder, kept open and overwritten in place.
 
     A record is ``v2 <length> <sha256>\n<body>`` written at offset 0 with one ``pwrite``
     and synced with the landing's other files (no temp file, no folder sync). The file is
