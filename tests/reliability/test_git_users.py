@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -72,6 +73,25 @@ def test_a_foreign_git_lock_is_named_waited_for_and_never_deleted(
     ws.close()
 
 
+def appending_agent(
+    daemon: DaemonProcess, stop: threading.Event, pause: list[float], acked: list[str]
+) -> None:
+    """An agent appending to plan.md until ``stop``, ``pause[0]`` seconds between writes
+    (read each time, so a test may change it); the command id of each acknowledged write
+    goes to ``acked``."""
+    client = daemon.client()
+    i = 0
+    while not stop.is_set():
+        body = client.envelope(
+            "mnote.page.save", "plan.md", {"content": [f"agent {i}"], "mode": "append"}
+        )
+        _, resp = client.request("POST", "/v1/tools/call", body)
+        if resp.get("ok"):
+            acked.append(resp["audit"]["commandId"])
+        i += 1
+        time.sleep(pause[0])
+
+
 def give_up_merge(root: Path) -> None:
     """What a person does after a merge stopped half-way (the branch moved under it, Git
     could not make its commit): `git merge --abort`, tried again while a lock is held."""
@@ -86,7 +106,7 @@ def test_users_git_while_agents_write_loses_no_acknowledged_commit(
     daemon: DaemonProcess, tmp_path: Path
 ) -> None:
     root = daemon.workspace
-    acked: list[tuple[str, str]] = []
+    acked: list[str] = []
     stop = threading.Event()
     # Seconds between the agent's writes: 0.01 (without pause) while the person's pulls race
     # it, then 0.1 (a busy agent) for the pull that must go through. Writing every 10 ms
@@ -94,19 +114,7 @@ def test_users_git_while_agents_write_loses_no_acknowledged_commit(
     # or fails half-way and puts HEAD back over the daemon's newer commits (kept under
     # refs/mnote/rewound/, so still reachable).
     pause = [0.01]
-
-    def agent() -> None:
-        client = daemon.client()
-        i = 0
-        while not stop.is_set():
-            body = client.envelope(
-                "mnote.page.save", "plan.md", {"content": [f"agent {i}"], "mode": "append"}
-            )
-            _, resp = client.request("POST", "/v1/tools/call", body)
-            if resp.get("ok"):
-                acked.append((resp["audit"]["commandId"], f"agent {i}"))
-            i += 1
-            time.sleep(pause[0])
+    agent = functools.partial(appending_agent, daemon, stop, pause, acked)
 
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(root), str(clone)], check=True)
@@ -162,7 +170,7 @@ def test_users_git_while_agents_write_loses_no_acknowledged_commit(
     reachable = git(
         root, "log", "--all", "--format=%(trailers:key=Mnote-Command-Id,valueonly,separator=)"
     )
-    assert acked and all(cid in reachable for cid, _ in acked)
+    assert acked and all(cid in reachable for cid in acked)
     assert "my own commit" in git(root, "log", "--format=%s")
     assert "from clone" in git(root, "log", "--format=%s")  # the pull's merge, kept
     assert git(root, "rev-parse", "--abbrev-ref", "HEAD").strip() == "side"
@@ -210,19 +218,7 @@ def test_the_git_index_follows_head_while_an_agent_writes_without_pause(
     root = daemon.workspace
     stop = threading.Event()
     acked: list[str] = []
-
-    def agent() -> None:
-        client = daemon.client()
-        i = 0
-        while not stop.is_set():
-            body = client.envelope(
-                "mnote.page.save", "plan.md", {"content": [f"agent {i}"], "mode": "append"}
-            )
-            _, resp = client.request("POST", "/v1/tools/call", body)
-            if resp.get("ok"):
-                acked.append(resp["result"]["revision"])
-            i += 1
-            time.sleep(0.01)
+    agent = functools.partial(appending_agent, daemon, stop, [0.01], acked)
 
     thread = threading.Thread(target=agent)
     thread.start()
