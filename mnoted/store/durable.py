@@ -51,6 +51,19 @@ def sync_fds(fds: Sequence[int]) -> None:
         raise error
 
 
+def sync_paths(paths: Sequence[str | os.PathLike[str]], fds: Sequence[int] = ()) -> None:
+    """Open ``paths`` (files or folders), then sync them with ``fds`` in one wait
+    (:func:`sync_fds`); what was opened here is closed again."""
+    opened: list[int] = []
+    try:
+        for path in paths:
+            opened.append(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+        sync_fds([*fds, *opened])
+    finally:
+        for fd in opened:
+            os.close(fd)
+
+
 CHUNK = 256
 """Files open at once while syncing: a commit of 75,000 new files must not hit the
 process's file limit (1,024 under systemd by default)."""

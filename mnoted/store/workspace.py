@@ -954,15 +954,8 @@ class Workspace:
     def _sync_landing(self, token: Path, pack_folder: bool, files: list[int]) -> None:
         """One wait for the journal, the branch's lock file, the pack folder's new names and
         the new files under their temporary names."""
-        opened: list[int] = []
-        try:
-            opened.append(os.open(token, os.O_RDONLY | os.O_CLOEXEC))
-            if pack_folder:
-                opened.append(os.open(self._pack_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
-            durable.sync_fds([self._journal.fd, *opened, *files])
-        finally:
-            for fd in opened:
-                os.close(fd)
+        paths = [token, self._pack_dir] if pack_folder else [token]
+        durable.sync_paths(paths, [self._journal.fd, *files])
 
     def _finish(
         self, entry: Entry, writes: FileWrites | None, record: Callable[[], object]

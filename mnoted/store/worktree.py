@@ -210,14 +210,7 @@ class FileWrites:
                 finally:
                     self._folders.forget()
             faults.point("file-written")
-        also: list[int] = []
-        try:
-            for folder in self._also:
-                also.append(os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
-            durable.sync_fds([*also, *synced])
-        finally:
-            for fd in also:
-                os.close(fd)
+        durable.sync_paths(self._also, list(synced))
         self._also = []
         self._pending = []
         return self.diverged
