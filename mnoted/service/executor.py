@@ -13,6 +13,7 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -76,6 +77,7 @@ class Call:
     service: Service
     now: float
     loaded: list[LoadedPage] = field(default_factory=list)  # the pages it read, in order
+    kept: str | None = None  # a write's answer as encoded for its idempotency record
 
     def load(self, ref: str | None = None) -> LoadedPage:
         """The call's document (or ``ref``), checked against the caller's grants."""
@@ -88,6 +90,11 @@ class Call:
             raise self.service.hidden(target, self.actor)
         self.loaded.append(loaded)
         return loaded
+
+    @cached_property
+    def wire_args(self) -> dict[str, Any]:
+        """The arguments as JSON values, those not given left out (hashed, recorded)."""
+        return dict(self.args.model_dump(mode="json", exclude_none=True))
 
     def may_edit(self, loaded: LoadedPage) -> bool:
         """Whether the caller may change this page (``protectEditing`` stops agents)."""
@@ -147,13 +154,14 @@ def _read_key(call: Call) -> str:
     return readcache.request_key(call.spec.name, call.ws.workspace_id, call.document_ref, args)
 
 
-def request_hash(spec: ToolSpec, request: ToolRequest, args: BaseModel) -> str:
+def request_hash(call: Call) -> str:
     """Fingerprint of what a write asks for (ids of the call itself left out)."""
+    request = call.request
     body = {
-        "tool": spec.name,
+        "tool": call.spec.name,
         "workspace": request.workspaceId,
         "document": request.documentId or request.path,
-        "args": args.model_dump(mode="json", exclude_none=True),
+        "args": call.wire_args,
         "baseRevision": request.baseRevision,
     }
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8")).hexdigest()
@@ -260,7 +268,8 @@ class Service:
         if handler is None:
             raise InternalError(f"{call.spec.name} is declared but has no handler")
         if call.spec.writes:
-            return self._write(call, handler), None
+            response = self._write(call, handler)
+            return response, call.kept  # the answer kept for a retry is the one sent
         result = handler(call)
         assert isinstance(result, dict)
         response = self._ok(
@@ -338,8 +347,7 @@ class Service:
     def _keep_answer(self, call: Call, response: ToolResponse) -> str:
         """A read's encoded answer, kept if it rests on one page checked against the branch
         itself."""
-        wire = response.to_wire()
-        body = readcache.encode(wire["result"], wire["audit"])
+        body = _encoded(response)
         if len(call.loaded) == 1:
             path = call.loaded[0].path
             basis = call.ws.read_basis(path)
@@ -399,9 +407,9 @@ class Service:
 
     # -- writes ---------------------------------------------------------------------------
     def _write(self, call: Call, handler: Handler) -> ToolResponse:
-        ws, request, spec = call.ws, call.request, call.spec
+        ws, request = call.ws, call.request
         key = request.idempotencyKey
-        digest = request_hash(spec, request, call.args)
+        digest = request_hash(call)
         if key and not request.dryRun:
             record = ws.idempotency.check(key, digest)
             if record is not None:
@@ -428,7 +436,7 @@ class Service:
         if not request.dryRun and needs_review(call, plan):
             from mnoted.service import review
 
-            args = call.args.model_dump(mode="json", exclude_none=True)
+            args = call.wire_args
             session = review.propose(
                 call, spec.name, args, {"toolName": spec.name, "args": args}, plan
             )
@@ -497,7 +505,7 @@ class Service:
         )
         response = self._ok(call, result, audit)
         if key:
-            _keep(ws, key, digest, response)
+            _keep(call, key, digest, response)
         from mnoted.service import review
 
         ws.after_landing(
@@ -550,7 +558,7 @@ class Service:
             replayed=True,
         )
         response = self._ok(call, result, audit)
-        _keep(ws, record.key, digest, response)
+        _keep(call, record.key, digest, response)
         return response
 
     def landed(
@@ -610,12 +618,12 @@ class Service:
         )
         response = self._ok(call, {**session, "reviewSessionId": session["sessionId"]}, audit)
         if committed and key:
-            _keep(call.ws, key, digest, response)
+            _keep(call, key, digest, response)
         return response
 
     def accept_hash(self, call: Call) -> str:
         """The fingerprint an accept commit carries, so a repeated accept replays."""
-        return request_hash(call.spec, call.request, call.args)
+        return request_hash(call)
 
     def _guard_page(self, call: Call, plan: WritePlan) -> None:
         """protectEditing and the base revision, for a write to an existing page."""
@@ -647,10 +655,17 @@ class Service:
         )
 
 
-def _keep(ws: Workspace, key: str, digest: str, response: ToolResponse) -> None:
-    """Keep a write's answer with its idempotency record, to replay it as it was."""
-    stored = {"result": response.result, "audit": response.audit.model_dump(mode="json")}
-    ws.idempotency.record(key, digest, json.dumps(stored))
+def _encoded(response: ToolResponse) -> str:
+    """The encoded ``"result": ..., "audit": ...`` of a successful answer."""
+    wire = response.to_wire()
+    return readcache.encode(wire["result"], wire["audit"])
+
+
+def _keep(call: Call, key: str, digest: str, response: ToolResponse) -> None:
+    """Keep a write's answer with its idempotency record, to replay it as it was (and
+    send it encoded as kept: one encoding for both)."""
+    call.kept = _encoded(response)
+    call.ws.idempotency.record(key, digest, "{" + call.kept + "}")
 
 
 def approval_required(actor: Actor, ws: Workspace, spec: ToolSpec) -> bool:

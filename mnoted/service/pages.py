@@ -117,8 +117,8 @@ class PageCache:
             if not ref.lower().endswith(".md") or ws.commit_external([ref]) is None:
                 raise
             doc = ws.resolve(ref)
-        ws.commit_external([doc.path])
-        doc = ws.resolve(doc.document_id)
+        if ws.commit_external([doc.path]) is not None:
+            doc = ws.resolve(doc.document_id)  # (the edit may have moved it)
         blob = ws.blob_id(doc.path)
         if blob is None:
             raise NotFound(f"no document {ref!r}", ref=ref)

@@ -291,7 +291,7 @@ def propose(
 
 def record_applied(call: Call, plan: WritePlan, commit: str, command_id: str) -> None:
     """The review-compatible record of a write that needed no review (yolo, owner, ...)."""
-    args = call.args.model_dump(mode="json", exclude_none=True)
+    args = call.wire_args
     store = store_of(call.service, call.ws)
     session = _new_session(call, call.spec.name, args, {"toolName": call.spec.name, "args": args})
     session["state"] = "applied"

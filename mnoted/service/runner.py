@@ -27,7 +27,7 @@ from mnoted.errors import Conflict, MnoteError, NotFound
 from mnoted.service.actors import Actor
 from mnoted.service.executor import Service
 from mnoted.service.file_tools import GRANTS, GRANTS_BY_PATH, grant_meta, read_grant
-from mnoted.service.review import close_store
+from mnoted.service.review import close_store, store_of
 from mnoted.store import Maintainer, Workspace
 from mnoted.sync import (
     ABSENT,
@@ -203,7 +203,7 @@ class WorkspaceRunner:
         live = [job for job in jobs if job.future.set_running_or_notify_cancel()]
         results: list[Any] = []
         try:
-            with self.ws.group():
+            with store_of(self.service, self.ws).batch(), self.ws.group():
                 results = [job.fn() for job in live]
         except MnoteError as exc:
             if len(live) == 1 and not isinstance(exc, Conflict) and live[0].answer_error:

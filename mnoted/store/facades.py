@@ -33,10 +33,11 @@ class Idempotency:
 
     def record(self, key: str, request_hash: str | None, result_json: str) -> None:
         """Store the result to replay for ``key`` (whose command has been committed)."""
-        rec = self.check(key, request_hash)
-        if rec is None:
+        self._before()
+        if self._side.set_result(key, request_hash, result_json):
+            return
+        if self.check(key, request_hash) is None:  # (a different request raises)
             raise NotFound(f"no committed command has idempotency key {key!r}", key=key)
-        self._side.set_result(key, result_json)
 
 
 class KeyValue:

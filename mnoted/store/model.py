@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import secrets
+import random
 import time
 from dataclasses import dataclass, field, replace
 
@@ -46,10 +46,13 @@ class Identity:
     email: str
 
 
+_salt = random.Random()  # seeded from os.urandom; ids need to be unique, not secret
+
+
 def new_command_id(command: str) -> str:
-    """A unique, time-ordered command id such as ``page_body_save_01J9...``."""
+    """A unique, time-ordered command id such as ``page_body_save_18a3f...``."""
     stem = "".join(c if c.isalnum() else "_" for c in command).strip("_") or "command"
-    return f"{stem}_{time.time_ns():x}{secrets.token_hex(5)}"
+    return f"{stem}_{time.time_ns():x}{_salt.getrandbits(40):010x}"
 
 
 @dataclass(frozen=True)

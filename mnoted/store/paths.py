@@ -10,6 +10,7 @@ symlink keeps the work tree and the tree objects describing the same files.
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 from pathlib import Path
@@ -34,6 +35,12 @@ def normalize(path: str, *, config_ok: bool = False) -> str:
     """
     if not isinstance(path, str) or not path:
         raise PathRejected("empty path", path=str(path))
+    return _normalized(path, config_ok)
+
+
+@functools.lru_cache(maxsize=4096)
+def _normalized(path: str, config_ok: bool) -> str:
+    """:func:`normalize`, kept: a command normalises its paths a dozen times."""
     if "\x00" in path or "\\" in path:
         raise PathRejected(f"path {path!r} contains a NUL byte or a backslash", path=path)
     if path.startswith("/"):
@@ -92,9 +99,9 @@ def resolve(root: Path, path: str, *, config_ok: bool = False) -> Path:
     """
     rel = normalize(path, config_ok=config_ok)
     parts = rel.split("/")
-    current = root
+    current = str(root)  # (strings: a Path per step cost more than the lstat)
     for i, part in enumerate(parts):
-        current = current / part
+        current = f"{current}/{part}"
         try:
             st = os.lstat(current)
         except FileNotFoundError:
@@ -119,7 +126,7 @@ def resolve(root: Path, path: str, *, config_ok: bool = False) -> Path:
                 raise PathRejected(
                     f"path {rel!r} is a hard link (it may alias a file outside)", path=rel
                 )
-    return current
+    return Path(current)
 
 
 def resolve_folder(root: Path, path: str) -> Path | None:
@@ -128,9 +135,9 @@ def resolve_folder(root: Path, path: str) -> Path | None:
     Like :func:`resolve`, no component may be a symbolic link.
     """
     rel = normalize(path)
-    current = root
+    current = str(root)
     for part in rel.split("/"):
-        current = current / part
+        current = f"{current}/{part}"
         try:
             st = os.lstat(current)
         except (FileNotFoundError, NotADirectoryError):
@@ -139,7 +146,7 @@ def resolve_folder(root: Path, path: str) -> Path | None:
             raise PathRejected(f"path {rel!r} passes through a symbolic link", path=rel)
         if not stat.S_ISDIR(st.st_mode):
             return None
-    return current
+    return Path(current)
 
 
 def is_internal(path: str) -> bool:

@@ -306,9 +306,11 @@ class Sidecar:
             (key, request_hash, commit, command_id, result_json),
         )
 
-    def set_result(self, key: str, result_json: str) -> bool:
+    def set_result(self, key: str, request_hash: str | None, result_json: str) -> bool:
+        """Keep the result of ``key``'s command; False if no record has that key and hash."""
         cur = self.conn.execute(
-            "UPDATE idempotency SET result_json = ? WHERE key = ?", (result_json, key)
+            "UPDATE idempotency SET result_json = ? WHERE key = ? AND request_hash IS ?",
+            (result_json, key, request_hash),
         )
         return cur.rowcount > 0
 

@@ -639,7 +639,9 @@ class Workspace:
         self, meta: CommandMeta, changes: Sequence[Change], touched: list[str]
     ) -> CommitResult:
         self._ready_to_write()
-        external = self.commit_external(touched, include_ignored=True)
+        group = self._group
+        unchecked = [p for p in touched if group is None or p not in group.checked_paths]
+        external = self.commit_external(unchecked, include_ignored=True) if unchecked else None
         for _ in range(_CAS_ATTEMPTS):
             targets = plan(self._repo, self._head_tree(), changes)
             result = self._commit(meta, targets, [subject_path(c) for c in changes])
@@ -674,19 +676,28 @@ class Workspace:
         ignored or too large unless ``include_ignored`` (what :meth:`apply` uses).
         """
         self._check_thread()
-        meta = (meta or CommandMeta("external.edit", actor=EXTERNAL_ACTOR)).with_command_id()
-        if self._group is not None:
+        meta = meta or CommandMeta("external.edit", actor=EXTERNAL_ACTOR)
+        group = self._group
+        if group is not None:
             # The disk still has these files as they were before the group; the group
             # checks them for edits made meanwhile when it writes them.
-            paths = [p for p in paths if p not in self._group.written]
+            paths = [p for p in paths if p not in group.written]
         try:
-            return self._commit_external(list(paths), meta, include_ignored)
+            result = self._commit_external(list(paths), meta, include_ignored)
         except OSError as exc:
             self._needs_recovery = self._group is None
             raise StorageError(
                 f"committing edits made outside mnoted failed: {exc.strerror or exc}",
                 errno=exc.errno,
             ) from exc
+        if group is not None:
+            # A command's own check before it writes need not look at these again: an
+            # edit made since is caught when the group writes the file (it is diverged).
+            tree = self._head_tree()
+            group.checked_paths.update(
+                p for p in paths if include_ignored or trees.entry_at(tree, p) is not None
+            )
+        return result
 
     def _commit_external(
         self, paths: list[str], meta: CommandMeta, include_ignored: bool
@@ -704,6 +715,7 @@ class Workspace:
             )
             if not targets:
                 return None
+            meta = meta.with_command_id()  # (made only now: most checks find nothing)
             result = self._commit(meta, targets, [t.path for t in targets], on_disk=True)
             faults.point("external-committed")
             if result is not None:
@@ -1175,6 +1187,7 @@ class _Group:
     written: set[str] = field(default_factory=set)  # paths the group will write
     callbacks: list[Callable[[], object]] = field(default_factory=list)
     checked: bool = False  # no merge, rebase or bisect was in progress when it began
+    checked_paths: set[str] = field(default_factory=set)  # checked against the disk
 
     def add(self, staged: _Staged) -> None:
         self.staged.append(staged)
