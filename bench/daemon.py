@@ -351,7 +351,7 @@ def bench_size(
         # Many agents writing distinct pages at once.
         latencies: list[float] = []
         failures = [0]
-        per_agent = max(5, writes // 10)
+        per_agent = max(30, writes // 3)  # a few seconds: one burst's ramp is a small part
         for k in range(agents):
             (root / f"agents/a{k}.md").parent.mkdir(exist_ok=True)
             (root / f"agents/a{k}.md").write_text("# Agent\n\nmnoted bench marker A\n")

@@ -55,10 +55,11 @@ def loose_objects(gitdir: Path) -> list[str]:
 
 
 def _packs(gitdir: Path) -> list[Path]:
+    """The packs that may be merged: not kept, and with their index (a landing puts a pack
+    in place before its index, on the writer's thread, while maintenance runs)."""
     pack_dir = gitdir / "objects" / "pack"
-    if not pack_dir.is_dir():
-        return []
-    return sorted(p for p in pack_dir.glob("pack-*.pack") if not p.with_suffix(".keep").exists())
+    listed = [pack_dir / f"pack-{name}.pack" for name in packs.pack_names(pack_dir)]
+    return sorted(p for p in listed if not p.with_suffix(".keep").exists())
 
 
 def pack_object_ids(idx: Path) -> list[str]:
