@@ -10,10 +10,12 @@ queue is empty, bringing the Git index in step with HEAD.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import queue
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -203,7 +205,7 @@ class WorkspaceRunner:
         live = [job for job in jobs if job.future.set_running_or_notify_cancel()]
         results: list[Any] = []
         try:
-            with store_of(self.service, self.ws).batch(), self.ws.group():
+            with self._review_batch(), self.ws.group():
                 results = [job.fn() for job in live]
         except MnoteError as exc:
             if len(live) == 1 and not isinstance(exc, Conflict) and live[0].answer_error:
@@ -227,6 +229,16 @@ class WorkspaceRunner:
             self.ws.upkeep()  # after the answers: merging packs delays no one
         except MnoteError as exc:
             log.warning("upkeep after a group failed: %s", exc.message)
+
+    def _review_batch(self) -> contextlib.AbstractContextManager[None]:
+        """One transaction for the review records of a group's writes; none (each record
+        written alone, or logged if it fails) when the review store cannot be opened."""
+        assert self.ws is not None
+        try:
+            return store_of(self.service, self.ws).batch()
+        except (sqlite3.Error, OSError) as exc:
+            log.warning("review store unavailable: %s", exc)
+            return contextlib.nullcontext()
 
     def _on_idle(self, idle_done: bool) -> bool:
         assert self.ws is not None

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 REVIEWS_FILE = "reviews.sqlite3"
 
@@ -52,12 +55,24 @@ class ReviewStore:
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
         """Write the sessions put inside in one transaction (a group's records of applied
-        writes: one WAL append instead of one per write)."""
+        writes: one WAL append instead of one per write).
+
+        The writes they record have landed whatever happens here: a commit that fails is
+        logged and rolled back (as a failing put is logged), never raised to them.
+        """
+        if self._db.in_transaction:
+            yield
+            return
         self._db.execute("BEGIN")
         try:
             yield
         finally:
-            self._db.execute("COMMIT")
+            try:
+                self._db.execute("COMMIT")
+            except sqlite3.Error:
+                log.exception("review records of a group could not be written")
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
 
     def put(self, session: dict[str, Any], now: float) -> None:
         self._db.execute(

@@ -1,0 +1,45 @@
+"""The review store's batch: one transaction for a group's records, never an error for them."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from mnoted.store.reviews import REVIEWS_FILE, ReviewStore
+
+
+def _session(n: int) -> dict[str, object]:
+    return {"sessionId": f"review_{n}", "state": "applied", "documentId": "doc_1"}
+
+
+def _ids_seen_by_another_connection(state: Path) -> list[str]:
+    db = sqlite3.connect(state / REVIEWS_FILE)
+    try:
+        return [row[0] for row in db.execute("SELECT id FROM sessions ORDER BY id")]
+    finally:
+        db.close()
+
+
+def test_sessions_put_in_a_batch_are_written_together(tmp_path: Path) -> None:
+    store = ReviewStore(tmp_path)
+    with store.batch():
+        store.put(_session(1), 1.0)
+        with store.batch():  # a batch inside a batch joins it
+            store.put(_session(2), 2.0)
+        assert _ids_seen_by_another_connection(tmp_path) == []  # not before the end
+    assert _ids_seen_by_another_connection(tmp_path) == ["review_1", "review_2"]
+    store.close()
+
+
+def test_a_failure_inside_a_batch_keeps_what_was_put(tmp_path: Path) -> None:
+    store = ReviewStore(tmp_path)
+    with pytest.raises(RuntimeError), store.batch():
+        store.put(_session(1), 1.0)
+        raise RuntimeError("a later step of the group")
+    assert _ids_seen_by_another_connection(tmp_path) == ["review_1"]
+    with store.batch():  # and the next batch starts afresh
+        store.put(_session(2), 2.0)
+    assert _ids_seen_by_another_connection(tmp_path) == ["review_1", "review_2"]
+    store.close()
