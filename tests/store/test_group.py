@@ -173,6 +173,27 @@ def test_a_file_edited_while_the_group_is_pending_keeps_the_persons_bytes(
     assert_clean(ws.root)
 
 
+def test_a_save_between_a_commands_check_and_its_commit_keeps_the_persons_bytes(
+    ws: Workspace,
+) -> None:
+    """Inside a group a path is checked against the disk once: the page's load checks it,
+    the command's commit does not check it again. A save in between is caught when the
+    group writes the file, and committed after the agent's commit, as any later save."""
+    base = ws.apply(meta(0), [Write("a.md", b"base\n")])
+    blob = ws.blob_id("a.md")
+    with ws.group():
+        assert ws.commit_external(["a.md"]) is None  # the load's check: nothing pending
+        (ws.root / "a.md").write_bytes(b"person\n")  # saved a moment later
+        agent = ws.apply(meta(1), [Write("a.md", b"agent\n", base_blob=blob)])
+    assert agent.parent == base.commit and agent.external_commit is None
+    assert git(ws.root, "show", f"{agent.commit}:a.md") == "agent\n"
+    assert (ws.root / "a.md").read_bytes() == b"person\n"
+    assert git(ws.root, "show", "HEAD:a.md") == "person\n"
+    assert git(ws.root, "rev-parse", "HEAD~1").strip() == agent.commit
+    ws.idle()
+    assert_clean(ws.root)
+
+
 def test_an_empty_group_changes_nothing(ws: Workspace) -> None:
     before = head(ws.root)
     with ws.group():
