@@ -117,6 +117,24 @@ class DaemonProcess:
         ).stdout
 
 
+def fsck(root: Path) -> subprocess.CompletedProcess[str]:
+    """``git fsck --strict`` of a repository a running daemon may repack meanwhile.
+
+    The daemon's maintenance merges packs once the workspace is quiet; a pack that goes
+    while fsck reads makes fsck report it (as it would during ``git gc``). So fsck runs
+    again until the packs were the same before and after it.
+    """
+    pack_dir = root / ".git" / "objects" / "pack"
+    for _ in range(10):
+        before = sorted(os.listdir(pack_dir))
+        result = subprocess.run(
+            ["git", "fsck", "--strict", "--no-progress"], cwd=root, capture_output=True, text=True
+        )
+        if sorted(os.listdir(pack_dir)) == before:
+            return result
+    raise AssertionError("the packs kept changing during git fsck")
+
+
 @pytest.fixture
 def daemon() -> Iterator[DaemonProcess]:
     with tempfile.TemporaryDirectory(prefix="mn") as tmp:

@@ -11,13 +11,12 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
 import threading
 import time
 import uuid
 
 from mnoted.cli.client import Unreachable
-from tests.e2e.conftest import DaemonProcess
+from tests.e2e.conftest import DaemonProcess, fsck
 
 ROUNDS = int(os.environ.get("MNOTE_CRASH_ROUNDS", "6"))
 PAGES = [f"notes/p{i}.md" for i in range(4)]
@@ -61,11 +60,9 @@ def check_invariants(daemon: DaemonProcess, acked: list[dict]) -> None:
         assert ack["commandId"] in ids, f"acknowledged command {ack['commandId']} is not in HEAD"
         assert ack["token"] in (root / ack["path"]).read_text(), f"{ack['token']} lost from disk"
         assert ack["token"] in daemon.git("show", f"HEAD:{ack['path']}")
-    fsck = subprocess.run(
-        ["git", "fsck", "--strict", "--no-progress"], cwd=root, capture_output=True, text=True
-    )
+    checked = fsck(root)
     packs = sorted(p.name for p in (root / ".git/objects/pack").iterdir())
-    assert fsck.returncode == 0, f"git fsck: {fsck.stdout}{fsck.stderr}\npacks: {packs}"
+    assert checked.returncode == 0, f"git fsck: {checked.stdout}{checked.stderr}\npacks: {packs}"
     leftovers = [p for p in root.rglob("*") if p.name.startswith(".mnote-tmp-")]
     assert leftovers == []
     assert (

@@ -14,7 +14,7 @@ import pytest
 
 from mnoted.service import Actor, Service
 from mnoted.store import Workspace
-from tests.e2e.conftest import DaemonProcess
+from tests.e2e.conftest import DaemonProcess, fsck
 
 
 def git(root: Path, *args: str) -> str:
@@ -174,9 +174,8 @@ def test_users_git_while_agents_write_loses_no_acknowledged_commit(
     assert "my own commit" in git(root, "log", "--format=%s")
     assert "from clone" in git(root, "log", "--format=%s")  # the pull's merge, kept
     assert git(root, "rev-parse", "--abbrev-ref", "HEAD").strip() == "side"
-    subprocess.run(
-        ["git", "fsck", "--strict", "--no-progress"], cwd=root, check=True, capture_output=True
-    )
+    checked = fsck(root)
+    assert checked.returncode == 0, checked.stderr
     # The user's `git pull` rewrites work-tree files under the agents' feet; what it wrote
     # is then committed as an edit like any other. What must hold: every acknowledged
     # command stays in history, and the work tree and HEAD agree once idle.
