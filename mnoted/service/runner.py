@@ -195,7 +195,7 @@ class WorkspaceRunner:
             return
         self._index_flushed = now
         try:
-            self.ws.flush_index(wait=0.0)
+            self.ws.refresh_index_soon()
         except MnoteError as exc:
             log.debug("index refresh under load skipped: %s", exc.message)
 
@@ -244,8 +244,10 @@ class WorkspaceRunner:
         assert self.ws is not None
         try:
             if not idle_done:
-                self.ws.idle()
+                self.ws.idle(background=True)
                 self._index_flushed = time.monotonic()
+            else:
+                self.ws.refresh_index_soon()  # takes in the one started, if it ended
             if time.monotonic() - self._last_reconcile > self.config.reconcile_every:
                 self._reconcile("periodic")
         except MnoteError as exc:

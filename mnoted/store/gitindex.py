@@ -1,8 +1,9 @@
 """Keep Git's index in step with HEAD for the paths the store committed.
 
-Rewriting the index costs ~29 ms at 100,000 files, so it is kept off the acknowledged path:
-commits record their paths as *pending*, and :meth:`GitIndex.refresh` (called when the daemon is
-idle, on close and on recovery) sets exactly those entries to HEAD's blobs. The index lock
+Rewriting the index costs 60-100 ms at 100,000 files, so it is kept off the acknowledged
+path: commits record their paths as *pending*, and :meth:`GitIndex.refresh` (when the daemon
+is idle or once a second under load, on a thread of its own; on close and on recovery) sets
+exactly those entries to HEAD's blobs. The index lock
 is taken with an ownership token (:mod:`mnoted.store.gitlock`); the new index is written by
 libgit2 to a private file first and renamed over ``.git/index`` while the lock is held.
 Entries written here carry no stat data, so ``git status`` re-hashes just those files once.
@@ -13,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pygit2
@@ -22,6 +23,9 @@ from mnoted.store import gitlock, indexstat, trees
 from mnoted.store.atomic import fsync_dir
 
 PRIVATE_INDEX = "mnote/index.next"
+
+Entry = tuple[str, int] | None
+"""A path's (blob id, Git file mode) at HEAD, or None: not there (its entry is removed)."""
 
 
 class GitIndex:
@@ -39,11 +43,13 @@ class GitIndex:
         """``indexstat.stamp`` of ``.git/index`` before and after the last refresh: the
         file it started from and the one it wrote (only the refreshed entries differ)."""
 
-    def refresh(
-        self, tree: pygit2.Tree | None, paths: Iterable[str], *, wait: float = gitlock.WAIT_SECONDS
-    ) -> None:
-        """Set the index entries of ``paths`` to what ``tree`` (HEAD) has there."""
-        todo = sorted(set(paths))
+    def refresh(self, entries: Mapping[str, Entry], *, wait: float = gitlock.WAIT_SECONDS) -> None:
+        """Set the index entries of these paths to HEAD's (blob id, mode), or remove them.
+
+        Touches no repository (the entries are looked up by the caller), so it may run on a
+        thread of its own: libgit2 writes the index without holding the GIL.
+        """
+        todo = sorted(entries)
         if not todo:
             return
         index_path = self.gitdir / "index"
@@ -54,7 +60,7 @@ class GitIndex:
             index = self._load(index_path, private)
             self._cached = None
             for path in todo:
-                _set_entry(index, tree, path)
+                _set_entry(index, entries[path], path)
             index.write()
             fd = os.open(private, os.O_RDONLY)
             try:
@@ -89,8 +95,12 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
     return st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def _set_entry(index: pygit2.Index, tree: pygit2.Tree | None, path: str) -> None:
-    entry = trees.entry_at(tree, path)
+def entries_at(tree: pygit2.Tree | None, paths: Iterable[str]) -> dict[str, Entry]:
+    """What :meth:`GitIndex.refresh` sets ``paths`` to: their (blob id, mode) in ``tree``."""
+    return {path: trees.entry_at(tree, path) for path in paths}
+
+
+def _set_entry(index: pygit2.Index, entry: Entry, path: str) -> None:
     # a folder that became a file (or the reverse) leaves entries below it
     with contextlib.suppress(KeyError, OSError):
         index.remove_directory(path)
