@@ -198,6 +198,8 @@ class WorkspaceRunner:
             self.ws.refresh_index_soon()
         except MnoteError as exc:
             log.debug("index refresh under load skipped: %s", exc.message)
+        except Exception:  # as in idle upkeep: logged, tried again a second later
+            log.exception("index refresh under load failed")
 
     def _run_group(self, jobs: list[_Job]) -> None:
         """Run calls as one group (maybe of one); if it cannot land, run each on its own."""
@@ -252,6 +254,9 @@ class WorkspaceRunner:
                 self._reconcile("periodic")
         except MnoteError as exc:
             log.warning("idle upkeep failed: %s", exc.message)
+            return False
+        except Exception:  # the workspace's thread must outlive any of its upkeep
+            log.exception("idle upkeep failed")
             return False
         return True
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import time
@@ -12,7 +13,7 @@ import pytest
 
 from mnoted.service import Actor, Service
 from mnoted.service.runner import RunnerConfig, WorkspaceRunner
-from mnoted.store import Workspace
+from mnoted.store import Workspace, faults
 
 PLAN = "# Plan\n\nFirst paragraph.\n\nSecond paragraph.\n\nThird paragraph.\n"
 
@@ -269,3 +270,27 @@ def test_one_full_pass_at_start_covers_the_watchers_start_signal(
         assert r.watcher is not None and not r.watcher.health().needs_reconcile
     finally:
         r.stop()
+
+
+def test_the_runner_outlives_a_failing_index_refresh(runner: WorkspaceRunner) -> None:
+    """A full disk while the idle writer refreshes the Git index: logged, the workspace
+    keeps serving, and the index is brought in step once the disk has room again."""
+    root = runner.root
+    faults.arm_error("index-written", errno.ENOSPC, times=-1)
+    try:
+        for n in range(3):
+            resp = call(
+                runner,
+                "mnote.page.save",
+                documentId="plan.md",
+                idempotencyKey=f"k{n}",
+                dryRun=False,
+                content=[f"Line {n}."],
+                mode="append",
+            )
+            assert resp["ok"], resp["error"]
+            time.sleep(1.2)  # the idle refresh starts, fails, and is taken in
+    finally:
+        faults.disarm()
+    assert runner._thread.is_alive()
+    wait_for(lambda: git(root, "status", "--porcelain") == "", timeout=15)
