@@ -752,20 +752,17 @@ class Workspace:
         self._check_thread()
         self._merge_packs(PACKS_PER_LEVEL)
 
-    def flush_index(self, *, wait: float | None = None) -> None:
-        """Make the Git index agree with HEAD for every path mnoted committed.
-
-        ``wait``: how long to wait for a ``index.lock`` held by someone else (default: the
-        store's lock wait), then :class:`LockBusy`.
+    def flush_index(self) -> None:
+        """Make the Git index agree with HEAD for every path mnoted committed (waiting the
+        store's lock wait for an ``index.lock`` held by someone else, then :class:`LockBusy`).
         """
         self._check_thread()
         self._collect_index(block=True)
-        pending = self._side.index_pending()
-        if not pending:
+        entries = self._pending_entries()
+        if not entries:
             return
-        entries = gitindex.entries_at(self._head_tree(), pending)
         try:
-            self._index.refresh(entries, wait=self._lock_wait if wait is None else wait)
+            self._index.refresh(entries, wait=self._lock_wait)
         except OSError as exc:
             raise StorageError(
                 f"the Git index could not be written: {exc.strerror or exc}", errno=exc.errno
@@ -785,14 +782,17 @@ class Workspace:
         self._collect_index(block=False)
         if self._index_job is not None:
             return
-        pending = self._side.index_pending()
-        if not pending:
+        entries = self._pending_entries()
+        if not entries:
             return
-        entries = gitindex.entries_at(self._head_tree(), pending)
         if self._index_thread is None:
             self._index_thread = ThreadPoolExecutor(1, thread_name_prefix="mnoted-index")
         job = self._index_thread.submit(self._index.refresh, entries, wait=0.0)
         self._index_job = (job, entries)
+
+    def _pending_entries(self) -> dict[str, gitindex.Entry]:
+        """HEAD's entries for the paths whose Git index entry is still to be refreshed."""
+        return gitindex.entries_at(self._head_tree(), self._side.index_pending())
 
     def _collect_index(self, *, block: bool) -> None:
         """Take in a background refresh that ended (or wait for it with ``block``)."""
