@@ -51,6 +51,7 @@ from watchdog.observers.inotify_move_event_grouper import PathedInotifyEvent
 
 from mnoted.sync import listing
 from mnoted.sync.debounce import (
+    ChangeKind,
     DebounceConfig,
     Debouncer,
     EventKind,
@@ -93,6 +94,7 @@ _PRUNED_DIRS = frozenset(os.fsencode(d) for d in INTERNAL_DIRS)
 _TEMP_NAME = os.fsencode(MNOTE_TEMP_PREFIX)
 _CREATE_DIR = Mask(InotifyConstants.IN_CREATE | InotifyConstants.IN_ISDIR)
 _CREATE_FILE = Mask(InotifyConstants.IN_CREATE)
+_MAX_OWN_RENAMES = 1024
 
 _FILE_KINDS: dict[type[FileSystemEvent], EventKind] = {
     FileCreatedEvent: EventKind.CREATED,
@@ -183,6 +185,7 @@ class WatcherHealth:
 
 class _Monitor(Protocol):
     def _on_overflow(self) -> None: ...
+    def _is_own_rename(self, path: bytes) -> bool: ...
     def _on_watch_failure(self, path: bytes, exc: OSError) -> None: ...
     def _on_thread_died(self, name: str, exc: BaseException | None) -> None: ...
 
@@ -216,9 +219,9 @@ class _InotifyFD(InotifyFD):
 
     def handle_event(self, event: InotifyEvent) -> None:
         # The store's temporary files come and go with every write (made, written, closed,
-        # renamed): only the rename that puts one in place matters, and its IN_MOVED_FROM
-        # pairs with the page's IN_MOVED_TO. The rest is dropped here, before watchdog
-        # builds, pairs and dispatches events that the ignore rules would drop anyway.
+        # renamed): only the rename that puts one in place matters (the watch group below
+        # looks at it). The rest is dropped here, before watchdog builds, pairs and
+        # dispatches events that the ignore rules would drop anyway.
         if event.name.startswith(_TEMP_NAME) and not event.is_moved_from:
             return
         super().handle_event(event)
@@ -235,6 +238,7 @@ class _InotifyFD(InotifyFD):
             self._monitor._on_thread_died(self.name, exc)
 
 
+@dataclass(eq=False)
 class _PrunedWatchGroup(InotifyWatchGroup):
     """Recursive watches that never enter ``.git/`` or ``.mnote/`` nor follow symlinks.
 
@@ -243,6 +247,36 @@ class _PrunedWatchGroup(InotifyWatchGroup):
     New folders are listed through folder fds (:mod:`mnoted.sync.listing`), not by
     path: a folder swapped for a symlink meanwhile is not listed through the link.
     """
+
+    monitor: _Monitor | None = None
+    # a store's temporary file renamed: its IN_MOVED_FROM, by cookie, until the IN_MOVED_TO
+    _own_renames: dict[int, InotifyEvent] = field(default_factory=dict, init=False)
+
+    def on_event(self, event: InotifyEvent) -> None:
+        """Drop a file renamed into place that holds what the store said it wrote there
+        (:class:`OwnWrites`): the store's own writes, made in a spare file of its state
+        folder (not watched) or in a temporary file beside the page.
+
+        Left in, each of the store's writes woke three more threads to find, a quiet
+        period later, that nothing had changed. Any other rename goes on, both halves in
+        order, and is settled like an editor's save.
+        """
+        if event.is_moved_from and event.name.startswith(_TEMP_NAME) and not event.is_directory:
+            if len(self._own_renames) >= _MAX_OWN_RENAMES:  # halves that never paired
+                for held in self._own_renames.values():
+                    super().on_event(held)
+                self._own_renames.clear()
+            self._own_renames[event.cookie] = event
+            return
+        if event.is_moved_to and not event.is_directory:
+            moved_from = self._own_renames.pop(event.cookie, None)
+            with self._lock:
+                path = self._build_event_source_path(event)
+            if path is not None and self.monitor is not None and self.monitor._is_own_rename(path):
+                return
+            if moved_from is not None:
+                super().on_event(moved_from)
+        super().on_event(event)
 
     def _add_all_callbacks(self, path: bytes) -> None:
         if path != self.path and os.path.basename(path) in _PRUNED_DIRS:
@@ -281,6 +315,7 @@ class _Emitter(InotifyEmitter):
             is_recursive=self.watch.is_recursive,
             event_mask=self.get_event_mask_from_filter(),
             follow_symlink=False,
+            monitor=self._monitor,
         )
 
     def build_and_queue_event(self, event: Any, *, full_events: bool = False) -> None:
@@ -641,6 +676,22 @@ class Watcher:
         with self._cond:
             self._overflows += 1
             self._signal_locked(ReconcileReason.QUEUE_OVERFLOW, "the kernel dropped events")
+
+    def _is_own_rename(self, path: bytes) -> bool:
+        """Whether the store's temporary file just renamed to ``path`` holds what the store
+        registered for it (then the rename's events are dropped at once, and counted)."""
+        rel = self._relative(os.fsdecode(path))
+        registry = self.own_writes
+        if not rel or not registry.knows(rel):
+            return False
+        if not registry.is_own(
+            SettledChange(ChangeKind.MODIFIED, rel), {rel: self._read_blob(rel)}
+        ):
+            return False
+        registry.dropped += 1
+        with self._cond:
+            self._own_dropped += 1
+        return True
 
     def _on_watch_failure(self, path: bytes, exc: OSError) -> None:
         shown = os.fsdecode(path)

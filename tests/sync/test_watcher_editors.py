@@ -371,3 +371,26 @@ def test_slow_writer_is_not_settled_half_way(
     quiet(watcher)
     assert triples(sink) == [("modified", "x.md", None)]
     assert sink.read_at_delivery == [("x.md", b"# x\nfirst half\nsecond half\n")]
+
+
+def test_own_write_from_a_spare_file_is_dropped_early(
+    workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink, quiet: QuietFn
+) -> None:
+    """The store writes most files in a spare made in its state folder (not watched) and
+    renames it into place: the page's folder sees only the IN_MOVED_TO."""
+    seed(workspace)
+    spares = workspace / ".mnote" / "state" / "spares"
+    spares.mkdir(parents=True)
+    watcher = make_watcher()
+    data = b"# x\nwritten by mnoted\n"
+    watcher.own_writes.expect("x.md", blob_id(data))
+    write(spares / "spare-1-1", data)
+    os.replace(spares / "spare-1-1", workspace / "x.md")
+    quiet(watcher)
+    assert sink.changes == []
+    assert watcher.health().own_writes_dropped == 1
+    # Content other than the store said it wrote is an edit like any other.
+    write(spares / "spare-1-2", b"# x\nnot what mnoted wrote\n")
+    os.replace(spares / "spare-1-2", workspace / "x.md")
+    assert sink.wait(lambda s: len(s.changes) == 1)
+    assert triples(sink) == [("created", "x.md", None)]  # moved in: the store compares
