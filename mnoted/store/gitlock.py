@@ -21,6 +21,7 @@ from pathlib import Path
 
 from mnoted.errors import LockBusy, StorageError
 from mnoted.store.atomic import fsync_dir
+from mnoted.store.spares import Spares
 
 TOKEN_DIR = "mnote/locks"
 WAIT_SECONDS = 3.0
@@ -69,17 +70,29 @@ def acquire(
     *,
     wait: float = WAIT_SECONDS,
     sync: bool = True,
+    spares: Spares | None = None,
 ) -> HeldLock:
     """Take ``<target>.lock`` holding ``content``, retrying up to ``wait`` seconds.
 
     The content is fsynced unless ``sync`` is False: then the caller syncs ``lock.token``
-    itself (with other files, in one wait) before :meth:`HeldLock.commit`.
+    itself (with other files, in one wait) before :meth:`HeldLock.commit`. The token is a
+    spare file renamed (:mod:`~mnoted.store.spares`) when ``spares`` has one.
     """
     tokens = token_dir(gitdir)
     tokens.mkdir(parents=True, exist_ok=True)
     rel = target.relative_to(gitdir).as_posix()
     token = tokens / f"{urllib.parse.quote(rel, safe='')}.{os.getpid()}.{secrets.token_hex(6)}"
-    fd = os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    spare = spares.take(os.stat(tokens).st_dev) if spares is not None else None
+    if spare is None:
+        fd = os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    else:
+        fd = spare.fd
+        try:
+            spare.place(token)
+        except BaseException:
+            os.close(fd)
+            spare.remove()
+            raise
     try:
         os.write(fd, content)
         if sync:

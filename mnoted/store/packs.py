@@ -37,6 +37,7 @@ import pygit2
 
 from mnoted.store import durable, faults
 from mnoted.store.atomic import fsync_dir
+from mnoted.store.spares import Spare, Spares
 
 STORED_FROM = 64 * 1024
 """Objects at least this large are stored in the pack undeflated (zlib level 0): libgit2's
@@ -206,38 +207,69 @@ def _entries(objects: Iterable[Raw]) -> list[_Entry]:
     return list(out.values())
 
 
-def write_pack(pack_dir: Path, objects: Sequence[Raw], *, sync_folder: bool = True) -> str:
+def write_pack(
+    pack_dir: Path,
+    objects: Sequence[Raw],
+    *,
+    sync_folder: bool = True,
+    spares: Spares | None = None,
+) -> str:
     """Write ``objects`` as one durable pack in ``pack_dir``; the pack's name (its checksum).
 
     With ``sync_folder`` False the pack's files are durable but their names are not until
-    the caller syncs ``pack_dir`` (together with other files, in one wait).
+    the caller syncs ``pack_dir`` (together with other files, in one wait). ``spares``:
+    files made ahead (:mod:`~mnoted.store.spares`) to write into instead of creating them.
     """
-    return _install(pack_dir, _entries(objects), sync_folder=sync_folder)
+    return _install(pack_dir, _entries(objects), sync_folder=sync_folder, spares=spares)
 
 
-def _install(pack_dir: Path, entries: Sequence[_Entry], *, sync_folder: bool = True) -> str:
+def _install(
+    pack_dir: Path,
+    entries: Sequence[_Entry],
+    *,
+    sync_folder: bool = True,
+    spares: Spares | None = None,
+) -> str:
+    """Write the pack and its index, sync both, then put the index under its temporary
+    name, the pack in place, and the index in place: a write cut short leaves nothing, a
+    temporary index alone, or a pack and its temporary index (:func:`recover`)."""
     pack, idx, name = _assemble(entries)
     pack_dir.mkdir(exist_ok=True)
+    final_pack = pack_dir / f"pack-{name}.pack"
     tmp_pack = pack_dir / f"{TMP_PACK}{name}"
     tmp_idx = pack_dir / f"{TMP_IDX}{name}"
-    fds: list[int] = []
+    dev = os.stat(pack_dir).st_dev if spares is not None else 0
+    made: list[tuple[Path, Spare | None, int]] = []  # where each goes first, and its fd
     try:
         for path, data in ((tmp_pack, pack), (tmp_idx, idx)):
+            spare = spares.take(dev) if spares is not None else None
+            if spare is not None:
+                made.append((final_pack if path == tmp_pack else path, spare, spare.fd))
+                spare.fill(data, 0o444)
+                continue
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o444)
-            fds.append(fd)
+            made.append((path, None, fd))
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-        durable.sync_fds(fds)
+        durable.sync_fds([fd for _, _, fd in made])
+        (pack_at, pack_spare, _), (_, idx_spare, _) = made
+        if idx_spare is not None:
+            idx_spare.place(tmp_idx)
     except BaseException:
-        for path in (tmp_pack, tmp_idx):
+        for path, spare, _ in made:
+            if spare is not None:
+                spare.remove()
             with contextlib.suppress(OSError):
-                os.unlink(path)
+                os.unlink(tmp_pack if path == final_pack else path)
         raise
     finally:
-        for fd in fds:
+        for _, _, fd in made:
             os.close(fd)
-    os.rename(tmp_pack, pack_dir / f"pack-{name}.pack")
+    if pack_spare is not None:
+        pack_spare.place(final_pack)
+    else:
+        os.rename(pack_at, final_pack)
     faults.point("pack-renamed")
     os.rename(tmp_idx, pack_dir / f"pack-{name}.idx")
     if sync_folder:

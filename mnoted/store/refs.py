@@ -15,6 +15,7 @@ from pathlib import Path
 
 from mnoted.errors import WorkspaceInvalid
 from mnoted.store import gitlock
+from mnoted.store.spares import Spares
 
 ZERO = "0" * 40
 
@@ -101,6 +102,7 @@ def lock_branch(
     *,
     wait: float = gitlock.WAIT_SECONDS,
     sync: bool = True,
+    spares: Spares | None = None,
 ) -> gitlock.HeldLock:
     """Take ``refname``'s lock holding ``new`` if it still names ``old``, else HeadMoved.
 
@@ -109,7 +111,8 @@ def lock_branch(
     """
     target = gitdir / refname
     target.parent.mkdir(parents=True, exist_ok=True)
-    held = gitlock.acquire(gitdir, target, (new + "\n").encode("ascii"), wait=wait, sync=sync)
+    content = (new + "\n").encode("ascii")
+    held = gitlock.acquire(gitdir, target, content, wait=wait, sync=sync, spares=spares)
     try:
         current = read_ref(gitdir, refname)
         if current != old:

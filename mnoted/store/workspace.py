@@ -82,12 +82,14 @@ from mnoted.store.model import (
 from mnoted.store.paths import is_internal, normalize, resolve
 from mnoted.store.planning import Target, disk_changes, plan, subject_path, validate
 from mnoted.store.sidecar import Sidecar
+from mnoted.store.spares import Spares
 from mnoted.store.staged import staged as staged_paths
 from mnoted.store.statcache import Key, StatCache, key_of
 from mnoted.store.template import merged_gitignore, template_files
 from mnoted.store.worktree import FileWrites, disk_file, materialize, read_file
 
 STATE_DIR = ".mnote/state"
+SPARES_DIR = "spares"  # in STATE_DIR (mnoted.store.spares)
 SIDECAR_NAME = "state.sqlite3"
 PROCESS_LOCK = "daemon.lock"
 COMMITTER = Identity("mnoted", indexer.COMMITTER_EMAIL)
@@ -156,6 +158,8 @@ class Workspace:
             self._pack_dir.mkdir()
             fsync_dir(self._pack_dir.parent)
         self._staging = packs.Staging(None)
+        # Files made ahead on a thread of their own, written instead of created (spares).
+        self._spares = Spares(root / STATE_DIR / SPARES_DIR)
         self._reopen_objects()
         self._levels: list[list[str]] = [[]]  # the packs this store wrote, by merge level
         self._pack_lock = threading.Lock()  # maintenance() and the writer's merges
@@ -271,6 +275,7 @@ class Workspace:
             if self._index_thread is not None:
                 self._index_thread.shutdown(wait=True)
             self._closed = True
+            self._spares.close()
             self._journal.close()
             self._side.close()
             os.close(self._lock_fd)
@@ -959,7 +964,9 @@ class Workspace:
         """
         wrote_pack = len(self._staging) > 0
         if wrote_pack:
-            name = packs.write_pack(self._pack_dir, self._staging.objects(), sync_folder=False)
+            name = packs.write_pack(
+                self._pack_dir, self._staging.objects(), sync_folder=False, spares=self._spares
+            )
             self._levels[0].append(name)
         self._staging.clear()  # libgit2 finds them in the new pack (it rescans on a miss)
         parent, last = staged[0].result.parent, staged[-1]
@@ -974,6 +981,7 @@ class Workspace:
                 last.result.commit,
                 wait=self._lock_wait,
                 sync=False,
+                spares=self._spares,
             )
         except refs.HeadMoved:
             return None
@@ -983,7 +991,12 @@ class Workspace:
                 self._journal.write(entry, sync=False)
                 if len(entry.files) <= durable.CHUNK:
                     writes = FileWrites(
-                        self._repo, self.root, entry.files, self._fresh.get, self._stats
+                        self._repo,
+                        self.root,
+                        entry.files,
+                        self._fresh.get,
+                        self._stats,
+                        self._spares,
                     )
                 self._sync_landing(held.token, wrote_pack, writes.fds() if writes else [])
                 faults.point("objects-written")
@@ -1040,7 +1053,9 @@ class Workspace:
             if writes is not None:
                 diverged = writes.finish()
             else:
-                diverged = materialize(self._repo, self.root, entry, self._fresh.get, self._stats)
+                diverged = materialize(
+                    self._repo, self.root, entry, self._fresh.get, self._stats, self._spares
+                )
             faults.point("files-written")
             record()
             faults.point("sidecar-updated")

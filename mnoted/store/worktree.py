@@ -22,6 +22,7 @@ from mnoted.errors import PathRejected
 from mnoted.store import dirfd, durable, faults, trees
 from mnoted.store.journal import Entry, FileStep
 from mnoted.store.paths import normalize
+from mnoted.store.spares import Spare, Spares
 from mnoted.store.statcache import Key, StatCache, key_of
 
 
@@ -107,6 +108,23 @@ class _Pending:
     seen: Key | None  # the stat data of what the check found (None: nothing there)
     tmp: str = ""
     fd: int | None = None
+    spare: Spare | None = None  # the new file, when it is a spare (``tmp`` is its name)
+
+    def put_in_place(self) -> None:
+        assert self.folder is not None
+        if self.spare is not None:
+            self.spare.place(self.name, self.folder)
+        else:
+            os.rename(self.tmp, self.name, src_dir_fd=self.folder, dst_dir_fd=self.folder)
+        self.tmp = ""
+
+    def drop_temp(self) -> None:
+        if self.spare is not None:
+            self.spare.remove()
+        elif self.folder is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.tmp, dir_fd=self.folder)
+        self.tmp = ""
 
 
 def materialize(
@@ -115,6 +133,7 @@ def materialize(
     entry: Entry,
     data_of: Callable[[str], bytes | None] | None = None,
     stats: StatCache | None = None,
+    spares: Spares | None = None,
 ) -> list[str]:
     """Write the command's files where the disk still has the old content.
 
@@ -129,7 +148,8 @@ def materialize(
     """
     diverged: list[str] = []
     for start in range(0, len(entry.files), durable.CHUNK):  # bounded open files
-        writes = FileWrites(repo, root, entry.files[start : start + durable.CHUNK], data_of, stats)
+        chunk = entry.files[start : start + durable.CHUNK]
+        writes = FileWrites(repo, root, chunk, data_of, stats, spares)
         try:
             durable.sync_fds(writes.fds())
             diverged += writes.finish()
@@ -155,6 +175,7 @@ class FileWrites:
         steps: Sequence[FileStep],
         data_of: Callable[[str], bytes | None] | None,
         stats: StatCache | None,
+        spares: Spares | None = None,
     ) -> None:
         self.diverged: list[str] = []
         self._pending: list[_Pending] = []
@@ -163,7 +184,7 @@ class FileWrites:
         try:
             for step in steps:
                 try:
-                    pending = _prepare(repo, step, self._folders, data_of, stats)
+                    pending = _prepare(repo, step, self._folders, data_of, stats, spares)
                 except PathRejected:
                     pending = False
                 if pending is False:
@@ -183,23 +204,24 @@ class FileWrites:
         self._also.append(folder)
 
     def finish(self) -> list[str]:
-        """Put every file in place (its temporary file synced); the paths left alone."""
+        """Put every file in place (its temporary file synced); the paths left alone.
+
+        New files go first: a removal drops the folders it leaves empty, and a spare is not
+        in its folder to keep it (the new file would then have no folder to go to).
+        """
         synced: set[int] = set()
-        for p in self._pending:
+        for p in sorted(self._pending, key=lambda p: not p.tmp):
             if p.fd is not None:
                 os.close(p.fd)
                 p.fd = None
             if not _unchanged(p):
                 self.diverged.append(p.path)
-                if p.tmp and p.folder is not None:
-                    with contextlib.suppress(OSError):
-                        os.unlink(p.tmp, dir_fd=p.folder)
-                    p.tmp = ""
+                if p.tmp:
+                    p.drop_temp()
                 continue
             if p.tmp:
                 assert p.folder is not None
-                os.rename(p.tmp, p.name, src_dir_fd=p.folder, dst_dir_fd=p.folder)
-                p.tmp = ""
+                p.put_in_place()
                 synced.add(p.folder)
             else:
                 try:
@@ -220,9 +242,8 @@ class FileWrites:
         for p in self._pending:
             if p.fd is not None:
                 os.close(p.fd)
-            if p.tmp and p.folder is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(p.tmp, dir_fd=p.folder)
+            if p.tmp:
+                p.drop_temp()
         self._pending = []
         self._folders.close()
 
@@ -271,6 +292,7 @@ def _prepare(
     folders: _Folders,
     data_of: Callable[[str], bytes | None] | None,
     stats: StatCache | None,
+    spares: Spares | None = None,
 ) -> _Pending | bool | None:
     """Check one path and start its write: a :class:`_Pending` file or removal, None if the
     disk already has the content, False if it holds a third version."""
@@ -297,5 +319,14 @@ def _prepare(
     mode = 0o755 if step.mode == trees.EXECUTABLE else 0o644
     if stats is not None:
         stats.saw(rel, data, step.new)
-    tmp, file_fd = dirfd.write_temp(fd, name, data, mode)
-    return _Pending(step.path, parts, name, fd, seen, tmp, file_fd)
+    spare = spares.take(os.fstat(fd).st_dev) if spares is not None else None
+    if spare is None:
+        tmp, file_fd = dirfd.write_temp(fd, name, data, mode)
+        return _Pending(step.path, parts, name, fd, seen, tmp, file_fd)
+    try:
+        spare.fill(data, mode)
+    except BaseException:
+        os.close(spare.fd)
+        spare.remove()
+        raise
+    return _Pending(step.path, parts, name, fd, seen, spare.name, spare.fd, spare)

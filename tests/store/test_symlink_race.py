@@ -25,6 +25,7 @@ from mnoted.store import planning as planning_mod
 from mnoted.store import workspace as workspace_mod
 from mnoted.store.atomic import remove_temp_files
 from mnoted.store.paths import TEMP_PREFIX
+from mnoted.store.spares import PREFIX as SPARE_PREFIX
 from tests.store.conftest import assert_clean, git
 
 SECRET = b"SECRET-3f9a outside the workspace\n"
@@ -127,12 +128,35 @@ def test_write_after_the_check_goes_nowhere_outside(
         swapped = swap_after(
             monkeypatch, faults, "point", scene, lambda step: step == "ref-updated"
         )
-    else:  # just before the temp file is created or the page unlinked
-        name = "unlink" if kind == "delete" else "open"
-        hit = "page.md" if kind == "delete" else TEMP_PREFIX
+    elif kind == "delete":  # just before the page is unlinked
         swapped = swap_after(
-            monkeypatch, os, name, scene, lambda path, *a, **k: hit in str(path), before=True
+            monkeypatch,
+            os,
+            "unlink",
+            scene,
+            lambda path, *a, **k: "page.md" in str(path),
+            before=True,
         )
+    else:  # just before the new file is created beside the page, or a spare is renamed there
+        hit_open = swap_after(
+            monkeypatch,
+            os,
+            "open",
+            scene,
+            lambda path, *a, **k: TEMP_PREFIX in str(path),
+            before=True,
+        )
+        hit_rename = swap_after(
+            monkeypatch,
+            os,
+            "rename",
+            scene,
+            lambda src, dst, *a, **k: (
+                str(src).startswith(SPARE_PREFIX) and str(dst).endswith(".md")
+            ),
+            before=True,
+        )
+        swapped = hit_open or hit_rename
     result = scene.ws.apply(CommandMeta("page.body.save", actor="agent"), CHANGES[kind]())
     assert swapped, "the swap did not happen"
     assert result.commit  # committed in HEAD; the disk keeps the real folder's version

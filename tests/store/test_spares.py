@@ -1,0 +1,120 @@
+"""Files made ahead of need (store.spares): what a write puts in place from a spare is what a
+file created in place would have been, and a spare never outlives its workspace."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from mnoted.store import CommandMeta, Delete, Workspace, Write
+from mnoted.store.spares import PREFIX, STOCK, Spares
+from mnoted.store.workspace import SPARES_DIR, STATE_DIR
+from tests.store.conftest import assert_clean, git
+
+
+def stocked(ws: Workspace) -> Spares:
+    """The workspace's spares, once their thread has made a full stock."""
+    spares: Spares = ws._spares
+    spares.refill()
+    deadline = time.monotonic() + 10
+    while spares.stocked < STOCK:
+        assert time.monotonic() < deadline, "the spares' thread made no stock"
+        time.sleep(0.01)
+    return spares
+
+
+def folder(ws: Workspace) -> Path:
+    return ws.root / STATE_DIR / SPARES_DIR
+
+
+def spare_names(ws: Workspace) -> set[str]:
+    return {n for n in os.listdir(folder(ws)) if n.startswith(PREFIX)}
+
+
+def apply(ws: Workspace, *changes: Write | Delete, key: str = "k") -> str:
+    return ws.apply(
+        CommandMeta("test.write", actor="agent", idempotency_key=key), list(changes)
+    ).commit
+
+
+def test_writes_from_spares_land_like_files_made_in_place(ws: Workspace) -> None:
+    spares = stocked(ws)
+    before = spare_names(ws)
+    apply(ws, Write("notes/a.md", b"# A\n"), Write("b.md", b"# B\n"), key="1")
+    used = before - spare_names(ws)
+    # the page files, the pack and its index, the branch's lock token
+    assert len(used) >= 4, "the write made its files in place instead of using spares"
+    assert (ws.root / "notes" / "a.md").read_bytes() == b"# A\n"
+    assert (ws.root / "b.md").read_bytes() == b"# B\n"
+    assert stat.S_IMODE((ws.root / "b.md").stat().st_mode) == 0o644
+    for pack in (ws.gitdir / "objects" / "pack").glob("pack-*"):
+        assert stat.S_IMODE(pack.stat().st_mode) == 0o444, pack
+    assert not any(n.startswith("tmp_") for n in os.listdir(ws.gitdir / "objects" / "pack"))
+    assert os.listdir(ws.gitdir / "mnote" / "locks") == []
+    ws.idle()
+    assert_clean(ws.root)
+    assert spares.stocked <= STOCK
+
+
+def test_a_spare_takes_the_mode_of_the_file_it_replaces_whatever_the_umask(
+    ws: Workspace,
+) -> None:
+    script = ws.root / "run.md"
+    script.write_bytes(b"# run\n")
+    script.chmod(0o755)
+    ws.commit_external(["run.md"])
+    old = os.umask(0o077)  # spares are made under it
+    try:
+        stocked(ws)
+        apply(ws, Write("run.md", b"# run, edited\n"), Write("new.md", b"# new\n"), key="2")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(script.stat().st_mode) == 0o755
+    assert stat.S_IMODE((ws.root / "new.md").stat().st_mode) == 0o644
+    ws.idle()
+    assert_clean(ws.root)
+
+
+def test_a_landing_that_empties_a_folder_and_fills_it_again(ws: Workspace) -> None:
+    """A removal drops the folders it empties; a new file bound for that folder (which no
+    temporary file of its own keeps there when it is a spare) goes in first."""
+    apply(ws, Write("d/old.md", b"# old\n"), key="3")
+    stocked(ws)
+    with ws.group():
+        apply(ws, Delete("d/old.md"), key="4")
+        apply(ws, Write("d/new.md", b"# new\n"), key="5")
+    assert sorted(os.listdir(ws.root / "d")) == ["new.md"]
+    assert git(ws.root, "ls-tree", "-r", "--name-only", "HEAD", "d").split() == ["d/new.md"]
+    ws.idle()
+    assert_clean(ws.root)
+
+
+def test_without_spares_files_are_made_in_place(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another file system (or an empty stock) is not an error: the write makes its files."""
+    stocked(ws)
+    before = spare_names(ws)
+    monkeypatch.setattr(ws._spares, "dev", -1)
+    apply(ws, Write("c.md", b"# C\n"), key="6")
+    assert (ws.root / "c.md").read_bytes() == b"# C\n"
+    assert spare_names(ws) == before
+    ws.idle()
+    assert_clean(ws.root)
+
+
+def test_spares_do_not_outlive_their_workspace(tmp_path: Path) -> None:
+    ws = Workspace.init(tmp_path / "notes")
+    stocked(ws)
+    assert spare_names(ws)
+    ws.close()
+    assert spare_names(ws) == set()
+    # what a killed process left is removed when the workspace is opened again
+    left = folder(ws) / f"{PREFIX}999999-1"
+    left.write_bytes(b"")
+    Workspace.open(tmp_path / "notes").close()
+    assert not left.exists()
