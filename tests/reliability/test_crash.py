@@ -16,6 +16,7 @@ import time
 import uuid
 
 from mnoted.cli.client import Unreachable
+from mnoted.store.spares import PREFIX as SPARE_PREFIX
 from tests.e2e.conftest import DaemonProcess, fsck
 
 ROUNDS = int(os.environ.get("MNOTE_CRASH_ROUNDS", "6"))
@@ -65,6 +66,12 @@ def check_invariants(daemon: DaemonProcess, acked: list[dict]) -> None:
     assert checked.returncode == 0, f"git fsck: {checked.stdout}{checked.stderr}\npacks: {packs}"
     leftovers = [p for p in root.rglob("*") if p.name.startswith(".mnote-tmp-")]
     assert leftovers == []
+    # spare files are the running daemon's; those of the processes killed before are gone
+    assert daemon.proc is not None
+    spares = root / ".mnote" / "state" / "spares"
+    mine = f"{SPARE_PREFIX}{daemon.proc.pid}-"
+    left = os.listdir(spares) if spares.is_dir() else []
+    assert [n for n in left if not n.startswith(mine)] == []
     assert (
         not (root / ".git" / "index.lock").exists() and not (root / ".git" / "HEAD.lock").exists()
     )
