@@ -75,13 +75,29 @@ class Spares:
         self._thread: threading.Thread | None = None  # started by the first refill
 
     def take(self, dev: int) -> Spare | None:
-        """A spare to be put in a folder of device ``dev``; None: create the file in place."""
+        """A spare to be put in a folder of device ``dev``; None: create the file in place.
+
+        Someone may have removed spares (``git clean -x`` removes the whole state folder):
+        a spare whose name is gone is not handed out, and neither are the others then; with
+        its folder gone, there are no more spares until the workspace is opened again.
+        """
         if dev != self.dev or self._closed:
             return None
-        try:
-            spare = self._ready.popleft()
-        except IndexError:
-            spare = None
+        if os.fstat(self._fd).st_nlink == 0:
+            self._closed = True
+            self._wake.set()
+            self._drop_stock()
+            return None
+        while True:
+            try:
+                spare = self._ready.popleft()
+            except IndexError:
+                spare = None
+                break
+            if os.fstat(spare.fd).st_nlink > 0:
+                break
+            os.close(spare.fd)
+            self._drop_stock()
         self.refill()
         return spare
 
@@ -103,11 +119,14 @@ class Spares:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        self._drop_stock()
+        os.close(self._fd)
+
+    def _drop_stock(self) -> None:
         while self._ready:
             spare = self._ready.popleft()
             os.close(spare.fd)
             spare.remove()
-        os.close(self._fd)
 
     def _fill(self) -> None:
         pid = os.getpid()

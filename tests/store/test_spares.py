@@ -4,6 +4,7 @@ file created in place would have been, and a spare never outlives its workspace.
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import time
 from pathlib import Path
@@ -118,3 +119,18 @@ def test_spares_do_not_outlive_their_workspace(tmp_path: Path) -> None:
     left.write_bytes(b"")
     Workspace.open(tmp_path / "notes").close()
     assert not left.exists()
+
+
+def test_spares_removed_under_the_store_are_not_used(ws: Workspace) -> None:
+    """``git clean -fdx`` removes the state folder, spares included: writes go on."""
+    stocked(ws)
+    for name in spare_names(ws):
+        (folder(ws) / name).unlink()
+    apply(ws, Write("e.md", b"# E\n"), key="7")  # made in place; the stock is made again
+    assert (ws.root / "e.md").read_bytes() == b"# E\n"
+    stocked(ws)
+    shutil.rmtree(ws.root / STATE_DIR / SPARES_DIR)
+    apply(ws, Write("e.md", b"# E again\n"), key="8")
+    apply(ws, Write("f.md", b"# F\n"), key="9")
+    assert (ws.root / "e.md").read_bytes() == b"# E again\n"
+    assert git(ws.root, "show", "HEAD:f.md") == "# F\n"
