@@ -88,18 +88,19 @@ class Spares:
             self._wake.set()
             self._drop_stock()
             return None
-        while True:
+        found: Spare | None = None
+        while found is None and self._ready:
             try:
                 spare = self._ready.popleft()
             except IndexError:
-                spare = None
                 break
             if os.fstat(spare.fd).st_nlink > 0:
-                break
-            os.close(spare.fd)
-            self._drop_stock()
+                found = spare
+            else:
+                os.close(spare.fd)
+                self._drop_stock()
         self.refill()
-        return spare
+        return found
 
     def refill(self) -> None:
         """Make spares up to the stock, on the spares' thread (started the first time)."""
