@@ -49,18 +49,20 @@ def edit(k: int, n: int, doc: str | None = None, **extra: Any) -> dict[str, Any]
 
 
 def queued_calls(r: WorkspaceRunner, raws: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Hold the runner, queue every call from its own thread, then let them all run."""
+    """Hold the runner, queue every call from its own thread, in order, then let them all
+    run."""
     gate = threading.Event()
     held = r.submit(gate.wait)
+    wait_for(lambda: r._jobs.qsize() == 0)  # the runner holds the gate, the queue is empty
     answers: list[dict[str, Any] | None] = [None] * len(raws)
 
     def send(i: int) -> None:
         answers[i] = r.call(raws[i], Actor.owner())
 
     threads = [threading.Thread(target=send, args=(i,)) for i in range(len(raws))]
-    for t in threads:
+    for i, t in enumerate(threads):
         t.start()
-    wait_for(lambda: r._jobs.qsize() == len(raws))
+        wait_for(lambda i=i: r._jobs.qsize() == i + 1)  # queued in this order
     gate.set()
     held.result()
     for t in threads:
@@ -148,7 +150,7 @@ def test_same_base_revision_in_one_group_one_wins(runner: WorkspaceRunner) -> No
     other = edit(0, 2, baseRevision=base)
     other["args"] = {"operations": [{"search": "marker", "replace": "marker C"}]}
     first, second = queued_calls(runner, [edit(0, 0, baseRevision=base), other])
-    assert first["ok"] and not second["ok"]
+    assert first["ok"] and not second["ok"], (first, second)
     assert second["error"]["code"] == "mnote_tool_conflict"
     assert second["error"]["details"]["currentRevision"] == first["result"]["revision"]
     assert git(runner.root, "rev-parse", "HEAD").strip() == first["result"]["revision"]
