@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import os
 import re
 import shutil
+import struct
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -168,11 +170,7 @@ def _assemble(entries: Sequence[_Entry]) -> tuple[bytes, bytes, str]:
     fanout = [0] * 256
     for oid in ids:
         fanout[oid[0]] += 1
-    total = 0
-    fan = bytearray()
-    for count in fanout:
-        total += count
-        fan += total.to_bytes(4, "big")
+    fan = struct.pack(">256I", *itertools.accumulate(fanout))
     small = bytearray()
     large = bytearray()
     for oid in ids:
@@ -186,7 +184,7 @@ def _assemble(entries: Sequence[_Entry]) -> tuple[bytes, bytes, str]:
         [
             _IDX_MAGIC,
             (2).to_bytes(4, "big"),
-            bytes(fan),
+            fan,
             *ids,
             b"".join(offsets[oid][1].to_bytes(4, "big") for oid in ids),
             bytes(small),

@@ -31,7 +31,7 @@ class HeadMoved(Exception):
 def current_branch(gitdir: Path) -> str:
     """``refs/heads/<name>`` that HEAD points at; a detached HEAD is refused."""
     try:
-        head = (gitdir / "HEAD").read_text("utf-8").strip()
+        head = _read(gitdir, "HEAD").decode("utf-8", "replace").strip()
     except OSError as exc:
         raise WorkspaceInvalid(f"cannot read {gitdir / 'HEAD'}: {exc.strerror}") from exc
     if not head.startswith("ref: refs/heads/"):
@@ -64,9 +64,9 @@ def stamp(gitdir: Path, refname: str) -> tuple[tuple[int, int, int, int] | None,
 def read_ref(gitdir: Path, refname: str) -> str | None:
     """The commit id ``refname`` names (loose file first, then packed-refs), or None."""
     try:
-        value = (gitdir / refname).read_text("ascii").strip()
+        value = _read(gitdir, refname).strip()
         if len(value) == 40:
-            return value
+            return value.decode("ascii")
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         pass
     try:
@@ -77,6 +77,12 @@ def read_ref(gitdir: Path, refname: str) -> str | None:
         if line.endswith(" " + refname) and not line.startswith(("#", "^")):
             return line.split(" ", 1)[0]
     return None
+
+
+def _read(gitdir: Path, rel: str) -> bytes:
+    """A small file of the git directory (read on every write: no ``pathlib``, no text layer)."""
+    with open(f"{os.fspath(gitdir)}/{rel}", "rb") as fh:
+        return fh.read()
 
 
 def update_branch(
