@@ -27,7 +27,8 @@ from pathlib import Path
 log = logging.getLogger("mnoted.store")
 
 PREFIX = "spare-"
-STOCK = 64  # enough for a group of agents' writes (one file each, three for the group)
+FIRST_STOCK = 8  # a write takes four: a one-off write (a command-line edit) makes few
+STOCK = 64  # the most: a group of agents' writes takes one each, and three for the group
 _FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 
 
@@ -59,7 +60,7 @@ class Spare:
 class Spares:
     """A stock of :class:`Spare` files in ``folder``, refilled on a thread of its own."""
 
-    def __init__(self, folder: Path, stock: int = STOCK) -> None:
+    def __init__(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         self.dev = os.fstat(self._fd).st_dev
@@ -67,7 +68,7 @@ class Spares:
             if name.startswith(PREFIX):
                 with contextlib.suppress(OSError):
                     os.unlink(name, dir_fd=self._fd)
-        self._stock = stock
+        self._stock = FIRST_STOCK  # doubled, up to STOCK, each time the writer finds none
         self._ready: collections.deque[Spare] = collections.deque()
         self._made = 0
         self._wake = threading.Event()
@@ -88,6 +89,8 @@ class Spares:
             self._wake.set()
             self._drop_stock()
             return None
+        if not self._ready:
+            self._stock = min(2 * self._stock, STOCK)
         found: Spare | None = None
         while found is None and self._ready:
             try:
