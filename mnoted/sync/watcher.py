@@ -678,8 +678,8 @@ class Watcher:
             self._signal_locked(ReconcileReason.QUEUE_OVERFLOW, "the kernel dropped events")
 
     def _is_own_rename(self, path: bytes) -> bool:
-        """Whether the store's temporary file just renamed to ``path`` holds what the store
-        registered for it (then the rename's events are dropped at once, and counted)."""
+        """Whether the file just renamed to ``path`` holds what the store registered for it
+        (then the rename's events are dropped at once, and counted)."""
         rel = self._relative(os.fsdecode(path))
         registry = self.own_writes
         if not rel or not registry.knows(rel):
