@@ -61,19 +61,24 @@ class Spares:
     """A stock of :class:`Spare` files in ``folder``, refilled on a thread of its own."""
 
     def __init__(self, folder: Path) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        self.dev = os.fstat(self._fd).st_dev
-        for name in os.listdir(self._fd):  # left by a process that ended without closing
-            if name.startswith(PREFIX):
-                with contextlib.suppress(OSError):
-                    os.unlink(name, dir_fd=self._fd)
         self._stock = FIRST_STOCK  # doubled, up to STOCK, each time the writer finds none
         self._ready: collections.deque[Spare] = collections.deque()
         self._made = 0
         self._wake = threading.Event()
         self._closed = False
         self._thread: threading.Thread | None = None  # started by the first refill
+        try:  # never through a symlink: spares are made where the folder really is
+            folder.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as exc:  # no spares, then: the writer makes its files in place
+            log.warning("no spare files in %s: %s", folder, exc)
+            self._fd, self.dev, self._closed = -1, -1, True
+            return
+        self.dev = os.fstat(self._fd).st_dev
+        for name in os.listdir(self._fd):  # left by a process that ended without closing
+            if name.startswith(PREFIX):
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=self._fd)
 
     def take(self, dev: int) -> Spare | None:
         """A spare to be put in a folder of device ``dev``; None: create the file in place.
@@ -124,7 +129,9 @@ class Spares:
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._drop_stock()
-        os.close(self._fd)
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     def _drop_stock(self) -> None:
         while self._ready:

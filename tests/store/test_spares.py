@@ -167,3 +167,27 @@ def test_spares_removed_under_the_store_are_not_used(ws: Workspace) -> None:
     apply(ws, Write("f.md", b"# F\n"), key="9")
     assert (ws.root / "e.md").read_bytes() == b"# E again\n"
     assert git(ws.root, "show", "HEAD:f.md") == "# F\n"
+
+
+@pytest.mark.parametrize("kind", ["file", "symlink"])
+def test_a_state_folder_that_cannot_hold_spares_does_not_stop_the_workspace(
+    tmp_path: Path, kind: str
+) -> None:
+    ws = Workspace.init(tmp_path / "notes")
+    ws.close()
+    where = folder(ws)
+    shutil.rmtree(where)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    if kind == "file":
+        where.write_bytes(b"not a folder\n")
+    else:
+        where.symlink_to(outside)
+    ws = Workspace.open(tmp_path / "notes")
+    try:
+        apply(ws, Write("h.md", b"# H\n"), key="10")
+        assert (ws.root / "h.md").read_bytes() == b"# H\n"
+        time.sleep(0.2)  # time enough for spares to be made, were they made
+        assert os.listdir(outside) == []
+    finally:
+        ws.close()
