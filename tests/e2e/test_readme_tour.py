@@ -14,13 +14,13 @@ from tests.e2e.conftest import DaemonProcess
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-def tour_lines() -> list[str]:
-    text = README.read_text(encoding="utf-8")
-    section = text.split("## A five-minute tour", 1)[1]
-    block = re.search(r"```sh\n(.*?)```", section, re.S)
-    assert block is not None, "the README has no tour"
+def commands(section: str) -> list[str]:
+    """The shell lines of the first ``sh`` block under README heading ``section``."""
+    text = README.read_text(encoding="utf-8").split(f"## {section}\n", 1)[1]
+    block = re.search(r"```sh\n(.*?)```", text, re.S)
+    assert block is not None, f"the README has no commands under {section!r}"
     lines = []
-    for line in block.group(1).splitlines():
+    for line in block.group(1).replace("\\\n", " ").splitlines():
         command = re.split(r"\s{2,}#", line, maxsplit=1)[0].strip()  # drop trailing comments
         if command and not command.startswith(("make run", "export PATH")):
             lines.append(command)
@@ -28,8 +28,9 @@ def tour_lines() -> list[str]:
 
 
 def test_the_readme_tour_runs_as_written(daemon: DaemonProcess) -> None:
-    lines = tour_lines()
+    lines = commands("A five-minute tour") + commands("Connecting an agent")
     assert any(line.startswith("mnote page edit") for line in lines)
+    assert any(line.startswith("mnote grant create") for line in lines)
     cli = shlex.join([sys.executable, "-m", "mnoted.cli.main", "--socket", str(daemon.socket)])
     script = "\n".join(
         ["set -euo pipefail", f'mnote() {{ {cli} "$@"; }}']
