@@ -147,6 +147,13 @@ def read_at(fd: int, name: str) -> tuple[bytes, os.stat_result] | None:
     return b"".join(chunks), st
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd`` (``os.write`` may write less than it was given)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def write_temp(fd: int, name: str, data: bytes, mode: int = 0o644) -> tuple[str, int]:
     """Write ``data`` to a new temporary file beside ``name`` in folder ``fd``.
 
@@ -156,9 +163,7 @@ def write_temp(fd: int, name: str, data: bytes, mode: int = 0o644) -> tuple[str,
     tmp = f"{TEMP_PREFIX}{name[:64]}-{secrets.token_hex(4)}"
     file_fd = os.open(tmp, _TEMP_FLAGS, mode, dir_fd=fd)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(file_fd, view) :]
+        write_all(file_fd, data)
         os.fchmod(file_fd, mode)  # the umask may have narrowed it
     except BaseException:
         os.close(file_fd)

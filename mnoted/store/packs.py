@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pygit2
 
-from mnoted.store import durable, faults
+from mnoted.store import dirfd, durable, faults
 from mnoted.store.atomic import fsync_dir
 from mnoted.store.spares import Spare, Spares
 
@@ -237,29 +237,28 @@ def _install(
     tmp_pack = pack_dir / f"{TMP_PACK}{name}"
     tmp_idx = pack_dir / f"{TMP_IDX}{name}"
     dev = os.stat(pack_dir).st_dev if spares is not None else 0
-    made: list[tuple[Path, Spare | None, int]] = []  # where each goes first, and its fd
+    made: list[tuple[Path, Spare | None, int]] = []  # temporary name, spare (or None), fd
     try:
         for path, data in ((tmp_pack, pack), (tmp_idx, idx)):
             spare = spares.take(dev) if spares is not None else None
             if spare is not None:
-                made.append((final_pack if path == tmp_pack else path, spare, spare.fd))
+                made.append((path, spare, spare.fd))
                 spare.fill(data, 0o444)
-                continue
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o444)
-            made.append((path, None, fd))
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            else:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o444)
+                made.append((path, None, fd))
+                dirfd.write_all(fd, data)
         durable.sync_fds([fd for _, _, fd in made])
-        (pack_at, pack_spare, _), (_, idx_spare, _) = made
+        (_, pack_spare, _), (_, idx_spare, _) = made
         if idx_spare is not None:
             idx_spare.place(tmp_idx)
     except BaseException:
         for path, spare, _ in made:
             if spare is not None:
                 spare.remove()
-            with contextlib.suppress(OSError):
-                os.unlink(tmp_pack if path == final_pack else path)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
         raise
     finally:
         for _, _, fd in made:
@@ -267,7 +266,7 @@ def _install(
     if pack_spare is not None:
         pack_spare.place(final_pack)
     else:
-        os.rename(pack_at, final_pack)
+        os.rename(tmp_pack, final_pack)
     faults.point("pack-renamed")
     os.rename(tmp_idx, pack_dir / f"pack-{name}.idx")
     if sync_folder:

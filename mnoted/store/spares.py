@@ -3,11 +3,11 @@
 Every write creates new files: the page's new version, the pack and its index, the
 branch's lock token. Creating a file is the slowest step of a write on a file system that
 has freed many inodes lately (ext4 checks the free inodes it passes when it allocates):
-0.12-0.26 ms each on this project's machine, against ~0.01 ms to write 10 KB into a file
-already open. A :class:`Spares` keeps a stock of empty files, open, in one folder (the
-state folder: ignored by Git, not watched), and refills it on its own thread while the
-writer works. The writer writes into a spare, syncs it and renames it to its place: a rename
-across folders of one file system is as atomic as one inside a folder.
+0.12-1.2 ms each on this project's machine (``docs/store.md``), against ~0.01 ms to write
+10 KB into a file already open. A :class:`Spares` keeps a stock of empty files, open, in one
+folder (the state folder: ignored by Git, not watched), and refills it on its own thread
+while the writer works. The writer writes into a spare, syncs it and renames it to its
+place: a rename across folders of one file system is as atomic as one inside a folder.
 
 Spares are only an optimisation: when the stock is empty, or the place is on another file
 system, the writer creates its file in place as before. Spares left by a crash are empty
@@ -23,6 +23,8 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+
+from mnoted.store import dirfd
 
 log = logging.getLogger("mnoted.store")
 
@@ -42,9 +44,7 @@ class Spare:
 
     def fill(self, data: bytes, mode: int = 0o644) -> None:
         """Write ``data`` (the spare is empty) and set the file's mode."""
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.fd, view) :]
+        dirfd.write_all(self.fd, data)
         os.fchmod(self.fd, mode)  # it was made under the umask
 
     def place(self, name: str | os.PathLike[str], dir_fd: int | None = None) -> None:
@@ -97,11 +97,8 @@ class Spares:
         if not self._ready:
             self._stock = min(2 * self._stock, STOCK)
         found: Spare | None = None
-        while found is None and self._ready:
-            try:
-                spare = self._ready.popleft()
-            except IndexError:
-                break
+        while found is None and self._ready:  # the writer is the only one to take
+            spare = self._ready.popleft()
             if os.fstat(spare.fd).st_nlink > 0:
                 found = spare
             else:

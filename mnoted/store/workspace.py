@@ -817,9 +817,9 @@ class Workspace:
         entries set are no longer pending."""
         self._index_refreshed(entries)
         faults.point("index-written")
-        tree = self._head_tree()
+        now = gitindex.entries_at(self._head_tree(), entries)
         self._side.clear_index_pending(
-            [path for path, entry in entries.items() if trees.entry_at(tree, path) == entry]
+            [path for path, entry in entries.items() if now[path] == entry]
         )
 
     def maintenance(self, *, min_objects: int = 1) -> PackReport:
