@@ -857,7 +857,16 @@ class Workspace:
             if self._group is not None:
                 self._group.checked = True
         if self._needs_recovery:
-            self._recover()
+            try:
+                self._recover()
+            except BaseException as exc:
+                self._needs_recovery = True  # tried again by the next command
+                if isinstance(exc, OSError):
+                    raise StorageError(
+                        f"completing an interrupted command failed: {exc.strerror or exc}",
+                        errno=exc.errno,
+                    ) from exc
+                raise
         self.refresh()
 
     def _head_tree(self) -> pygit2.Tree | None:
