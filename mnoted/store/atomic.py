@@ -16,7 +16,7 @@ from mnoted.errors import PathRejected
 from mnoted.store import dirfd
 
 
-def fsync_dir(path: Path) -> None:
+def fsync_dir(path: str | os.PathLike[str]) -> None:
     """Make a folder's entries (created, renamed or removed names) durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:

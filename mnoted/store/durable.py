@@ -28,6 +28,43 @@ def _executor() -> ThreadPoolExecutor:
         return _pool
 
 
+class Syncing:
+    """fsyncs started on the pool: the caller goes on with other work (the GIL is released
+    while the disk flushes) and calls :meth:`wait` before it depends on them."""
+
+    def __init__(self, fds: Sequence[int], *, owned: Sequence[int] = ()) -> None:
+        self._owned = list(owned)  # closed once synced
+        self._pending = [_executor().submit(os.fsync, fd) for fd in fds]
+
+    def wait(self, error: BaseException | None = None) -> None:
+        """Return once every fsync is done; raise ``error`` or the first one that failed."""
+        for done in self._pending:
+            try:
+                done.result()
+            except BaseException as exc:
+                error = error or exc
+        self._pending = []
+        for fd in self._owned:
+            os.close(fd)
+        self._owned = []
+        if error is not None:
+            raise error
+
+
+def start_paths(paths: Sequence[str | os.PathLike[str]], fds: Sequence[int] = ()) -> Syncing:
+    """Open ``paths`` (files or folders) and start syncing them with ``fds`` on the pool;
+    :meth:`Syncing.wait` closes what was opened here."""
+    opened: list[int] = []
+    try:
+        for path in paths:
+            opened.append(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+    except BaseException:
+        for fd in opened:
+            os.close(fd)
+        raise
+    return Syncing([*fds, *opened], owned=opened)
+
+
 def sync_fds(fds: Sequence[int]) -> None:
     """fsync every fd, concurrently when there are several; raise the first error.
 
@@ -36,19 +73,13 @@ def sync_fds(fds: Sequence[int]) -> None:
     """
     if not fds:
         return
-    pending = [_executor().submit(os.fsync, fd) for fd in fds[1:]]
+    others = Syncing(fds[1:])
     error: BaseException | None = None
     try:
         os.fsync(fds[0])
     except BaseException as exc:
         error = exc
-    for done in pending:
-        try:
-            done.result()
-        except BaseException as exc:
-            error = error or exc
-    if error is not None:
-        raise error
+    others.wait(error)
 
 
 def sync_paths(paths: Sequence[str | os.PathLike[str]], fds: Sequence[int] = ()) -> None:

@@ -32,13 +32,17 @@ def token_dir(gitdir: Path) -> Path:
     return gitdir / TOKEN_DIR
 
 
-@dataclass
+@dataclass(slots=True)
 class HeldLock:
-    """A Git lock file this process created; :meth:`commit` renames it onto its target."""
+    """A Git lock file this process created; :meth:`commit` renames it onto its target.
 
-    target: Path
-    lock: Path
-    token: Path
+    Paths are strings: a lock is taken on every write, and ``pathlib`` cost more than the
+    system calls.
+    """
+
+    target: str
+    lock: str
+    token: str
 
     def commit(self, *, sync: bool = True) -> None:
         """Publish the lock file's bytes as the target (Git's ``commit_lock_file``).
@@ -48,7 +52,7 @@ class HeldLock:
         """
         os.rename(self.lock, self.target)
         if sync:
-            fsync_dir(self.target.parent)
+            fsync_dir(os.path.dirname(self.target))
         self._drop_token()
 
     def release(self) -> None:
@@ -65,7 +69,7 @@ class HeldLock:
 
 def acquire(
     gitdir: Path,
-    target: Path,
+    target: str | os.PathLike[str],
     content: bytes = b"",
     *,
     wait: float = WAIT_SECONDS,
@@ -78,34 +82,28 @@ def acquire(
     itself (with other files, in one wait) before :meth:`HeldLock.commit`. The token is a
     spare file renamed (:mod:`~mnoted.store.spares`) when ``spares`` has one.
     """
-    tokens = token_dir(gitdir)
-    tokens.mkdir(parents=True, exist_ok=True)
-    rel = target.relative_to(gitdir).as_posix()
-    token = tokens / f"{urllib.parse.quote(rel, safe='')}.{os.getpid()}.{secrets.token_hex(6)}"
-    spare = spares.take(os.stat(tokens).st_dev) if spares is not None else None
-    if spare is None:
-        fd = os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    else:
-        fd = spare.fd
-        try:
-            spare.place(token)
-        except BaseException:
-            os.close(fd)
-            spare.remove()
-            raise
+    tokens = os.fspath(token_dir(gitdir))
+    dest = os.fspath(target)
+    rel = os.path.relpath(dest, gitdir)
+    token = f"{tokens}/{urllib.parse.quote(rel, safe='')}.{os.getpid()}.{secrets.token_hex(6)}"
+    fd = _make_token(tokens, token, spares)
     try:
         os.write(fd, content)
         if sync:
             os.fsync(fd)
     finally:
         os.close(fd)
-    lock = target.with_name(target.name + ".lock")
+    lock = dest + ".lock"
     deadline = time.monotonic() + wait
     delay = 0.002
     while True:
         try:
-            os.link(token, lock)
-            return HeldLock(target, lock, token)
+            try:
+                os.link(token, lock)
+            except FileNotFoundError:  # the lock's folder is missing (a branch's first ref)
+                os.makedirs(os.path.dirname(lock), exist_ok=True)
+                os.link(token, lock)
+            return HeldLock(dest, lock, token)
         except FileExistsError:
             if time.monotonic() >= deadline:
                 os.unlink(token)
@@ -122,6 +120,31 @@ def acquire(
         except OSError as exc:
             os.unlink(token)
             raise StorageError(f"cannot take lock {lock}: {exc.strerror}", path=str(lock)) from exc
+
+
+def _make_token(tokens: str, token: str, spares: Spares | None) -> int:
+    """Create the token file (a spare renamed, when ``spares`` has one); its open fd.
+
+    The tokens' folder is made only when it is found missing (its first use, or removed
+    since): a ``mkdir`` before each lock costs a failed system call and an exception.
+    """
+    for attempt in range(2):
+        try:
+            spare = spares.take(os.stat(tokens).st_dev) if spares is not None else None
+            if spare is None:
+                return os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+            try:
+                spare.place(token)
+            except BaseException:
+                os.close(spare.fd)
+                spare.remove()
+                raise
+            return spare.fd
+        except FileNotFoundError:
+            if attempt:
+                raise
+            os.makedirs(tokens, exist_ok=True)
+    raise AssertionError("unreachable")
 
 
 def recover(gitdir: Path) -> list[Path]:

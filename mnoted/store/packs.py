@@ -196,7 +196,7 @@ def _assemble(entries: Sequence[_Entry]) -> tuple[bytes, bytes, str]:
     return pack, idx, checksum.hex()
 
 
-def _entries(objects: Iterable[Raw]) -> list[_Entry]:
+def entries(objects: Iterable[Raw]) -> list[_Entry]:
     out: dict[bytes, _Entry] = {}
     for oid, kind, data in objects:
         if oid not in out:
@@ -218,60 +218,86 @@ def write_pack(
     the caller syncs ``pack_dir`` (together with other files, in one wait). ``spares``:
     files made ahead (:mod:`~mnoted.store.spares`) to write into instead of creating them.
     """
-    return _install(pack_dir, _entries(objects), sync_folder=sync_folder, spares=spares)
+    return PackWrite(pack_dir, entries(objects), spares).install(sync_folder=sync_folder)
 
 
-def _install(
-    pack_dir: Path,
-    entries: Sequence[_Entry],
-    *,
-    sync_folder: bool = True,
-    spares: Spares | None = None,
-) -> str:
-    """Write the pack and its index, sync both, then put the index under its temporary
-    name, the pack in place, and the index in place: a write cut short leaves nothing, a
-    temporary index alone, or a pack and its temporary index (:func:`recover`)."""
-    pack, idx, name = _assemble(entries)
-    pack_dir.mkdir(exist_ok=True)
-    final_pack = pack_dir / f"pack-{name}.pack"
-    tmp_pack = pack_dir / f"{TMP_PACK}{name}"
-    tmp_idx = pack_dir / f"{TMP_IDX}{name}"
-    dev = os.stat(pack_dir).st_dev if spares is not None else 0
-    made: list[tuple[Path, Spare | None, int]] = []  # temporary name, spare (or None), fd
-    try:
-        for path, data in ((tmp_pack, pack), (tmp_idx, idx)):
-            spare = spares.take(dev) if spares is not None else None
-            if spare is not None:
-                made.append((path, spare, spare.fd))
-                spare.fill(data, 0o444)
-            else:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o444)
-                made.append((path, None, fd))
-                dirfd.write_all(fd, data)
-        durable.sync_fds([fd for _, _, fd in made])
-        (_, pack_spare, _), (_, idx_spare, _) = made
-        if idx_spare is not None:
-            idx_spare.place(tmp_idx)
-    except BaseException:
-        for path, spare, _ in made:
+class PackWrite:
+    """A pack and its index written and being synced on the fsync pool (the caller goes on
+    with other work meanwhile); :meth:`install` waits and puts them in place, :meth:`drop`
+    removes them. A write cut short leaves nothing, a temporary index alone, or a pack and
+    its temporary index (:func:`recover`)."""
+
+    def __init__(
+        self, pack_dir: Path, entries: Sequence[_Entry], spares: Spares | None = None
+    ) -> None:
+        pack, idx, self.name = _assemble(entries)
+        self._folder = folder = os.fspath(pack_dir)  # strings: a pack is made on every write
+        try:
+            dev = os.stat(folder).st_dev
+        except FileNotFoundError:
+            os.mkdir(folder)
+            dev = os.stat(folder).st_dev
+        self._tmp_idx = f"{folder}/{TMP_IDX}{self.name}"
+        # temporary name, spare (or None), fd
+        self._made: list[tuple[str, Spare | None, int]] = []
+        self._sync = durable.Syncing(())
+        try:
+            for path, data in ((f"{folder}/{TMP_PACK}{self.name}", pack), (self._tmp_idx, idx)):
+                spare = spares.take(dev) if spares is not None else None
+                if spare is not None:
+                    self._made.append((path, spare, spare.fd))
+                    spare.fill(data, 0o444)
+                else:
+                    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+                    fd = os.open(path, flags, 0o444)
+                    self._made.append((path, None, fd))
+                    dirfd.write_all(fd, data)
+        except BaseException:
+            self.drop()
+            raise
+        self._sync = durable.Syncing([fd for _, _, fd in self._made])
+
+    def install(self, *, sync_folder: bool = True) -> str:
+        """Wait for both files, then put the index under its temporary name, the pack in
+        place, and the index in place; the pack's name. On an error nothing is installed."""
+        try:
+            self._sync.wait()
+            (tmp_pack, pack_spare, _), (_, idx_spare, _) = self._made
+            if idx_spare is not None:
+                idx_spare.place(self._tmp_idx)
+        except BaseException:
+            self.drop()
+            raise
+        self._close()
+        final_pack = f"{self._folder}/pack-{self.name}.pack"
+        if pack_spare is not None:
+            pack_spare.place(final_pack)
+        else:
+            os.rename(tmp_pack, final_pack)
+        faults.point("pack-renamed")
+        os.rename(self._tmp_idx, f"{self._folder}/pack-{self.name}.idx")
+        if sync_folder:
+            fsync_dir(self._folder)
+        return self.name
+
+    def drop(self) -> None:
+        """Remove the files (once their syncs are over: their fds are closed here)."""
+        with contextlib.suppress(BaseException):
+            self._sync.wait()
+        for path, spare, _ in self._made:
             if spare is not None:
                 spare.remove()
             else:
                 with contextlib.suppress(OSError):
                     os.unlink(path)
-        raise
-    finally:
-        for _, _, fd in made:
+        with contextlib.suppress(OSError):
+            os.unlink(self._tmp_idx)
+        self._close()
+
+    def _close(self) -> None:
+        for _, _, fd in self._made:
             os.close(fd)
-    if pack_spare is not None:
-        pack_spare.place(final_pack)
-    else:
-        os.rename(tmp_pack, final_pack)
-    faults.point("pack-renamed")
-    os.rename(tmp_idx, pack_dir / f"pack-{name}.idx")
-    if sync_folder:
-        fsync_dir(pack_dir)
-    return name
+        self._made = []
 
 
 @dataclass(frozen=True)
@@ -339,7 +365,7 @@ def merge_packs(pack_dir: Path, names: Sequence[str]) -> tuple[str, int] | None:
             entries.setdefault(e.oid, e)
     if not entries:
         return None
-    merged = _install(pack_dir, list(entries.values()))
+    merged = PackWrite(pack_dir, list(entries.values())).install()
     for name in found:
         if name == merged:
             continue

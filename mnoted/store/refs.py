@@ -18,6 +18,7 @@ from mnoted.store import gitlock
 from mnoted.store.spares import Spares
 
 ZERO = "0" * 40
+_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
 
 
 class HeadMoved(Exception):
@@ -115,10 +116,10 @@ def lock_branch(
     With ``sync`` False the lock's content is not yet durable: the caller syncs
     ``held.token`` before :func:`commit_branch` (together with its own files).
     """
-    target = gitdir / refname
-    target.parent.mkdir(parents=True, exist_ok=True)
     content = (new + "\n").encode("ascii")
-    held = gitlock.acquire(gitdir, target, content, wait=wait, sync=sync, spares=spares)
+    held = gitlock.acquire(
+        gitdir, f"{os.fspath(gitdir)}/{refname}", content, wait=wait, sync=sync, spares=spares
+    )
     try:
         current = read_ref(gitdir, refname)
         if current != old:
@@ -158,12 +159,17 @@ def _append_reflog(  # best effort, not synced: the reflog is a convenience, not
     tz = f"{sign}{abs(offset) // 3600:02d}{abs(offset) % 3600 // 60:02d}"
     subject = message.split("\n", 1)[0]
     line = f"{old or ZERO} {new} {ident} {int(time.time())} {tz}\tcommit: {subject}\n"
+    data = line.encode("utf-8")
+    logs = f"{os.fspath(gitdir)}/logs"
     for name in (refname, "HEAD"):
-        log = gitdir / "logs" / name
+        log = f"{logs}/{name}"
         with contextlib.suppress(OSError):
-            log.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
-                os.write(fd, line.encode("utf-8"))
+                fd = os.open(log, _APPEND, 0o644)
+            except FileNotFoundError:  # the log's folder is made on first use only
+                os.makedirs(os.path.dirname(log), exist_ok=True)
+                fd = os.open(log, _APPEND, 0o644)
+            try:
+                os.write(fd, data)
             finally:
                 os.close(fd)

@@ -98,6 +98,7 @@ TREE_CACHE_LIMIT = 16 << 20
 PACKS_PER_LEVEL = 16
 """The store's own packs are merged by sixteen: sixteen landings' packs into one, sixteen of
 those into one, ... so a daemon that never idles keeps a few dozen packs, not thousands."""
+_Merged = tuple[str, int] | bool | None  # a merge's pack and size; None: nothing; False: skipped
 _STAGING_PRIORITY = 2
 """libgit2's pack backend has priority 2 and its loose backend 1; backends of equal priority
 keep the order they were added in, so reads try the packs first, then the staged objects
@@ -134,6 +135,8 @@ class Workspace:
         # A refresh of the Git index running on a thread of its own, and what it sets.
         self._index_job: tuple[Future[None], dict[str, gitindex.Entry]] | None = None
         self._index_thread: ThreadPoolExecutor | None = None
+        self._merge_thread: ThreadPoolExecutor | None = None  # merges packs (`upkeep`)
+        self._merge_job: tuple[Future[_Merged], int, list[str]] | None = None
         self._owner = threading.get_ident()
         self._external = external_identity
         self._branch = refs.current_branch(self.gitdir)
@@ -274,6 +277,8 @@ class Workspace:
         finally:
             if self._index_thread is not None:
                 self._index_thread.shutdown(wait=True)
+            if self._merge_thread is not None:
+                self._merge_thread.shutdown(wait=True)  # a merge's files are not left half made
             self._closed = True
             self._spares.close()
             self._journal.close()
@@ -743,19 +748,22 @@ class Workspace:
             self.refresh_index_soon()
         else:
             self.flush_index()
-        self.upkeep()
+        self.upkeep(wait=not background)
         if self._odb_stale:
             self._reopen_objects()
 
-    def upkeep(self) -> None:
+    def upkeep(self, *, wait: bool = False) -> None:
         """Merge the store's packs once :data:`PACKS_PER_LEVEL` of a level piled up.
 
-        The daemon's writer calls it after answering a group, so the merge is not part of
-        anyone's wait; a landing merges by itself only at twice that (callers that never
-        call this, or :meth:`idle`, still keep a bounded number of packs).
+        The merge runs on a thread of its own (a merge waits for the disk twice, and the
+        writer went on with the next command meanwhile); with ``wait``, here, until no level
+        is full. The daemon's writer calls it after answering a group; a landing merges by
+        itself, waiting, only at twice that (callers that never call this, or :meth:`idle`,
+        still keep a bounded number of packs).
         """
         self._check_thread()
-        self._merge_packs(PACKS_PER_LEVEL)
+        self._collect_merge(block=False)
+        self._merge_packs(PACKS_PER_LEVEL, wait=wait)
 
     def flush_index(self) -> None:
         """Make the Git index agree with HEAD for every path mnoted committed (waiting the
@@ -964,19 +972,20 @@ class Workspace:
 
         Objects first (one pack for all, :mod:`~mnoted.store.packs`), then the journal naming
         the files to write, then the compare-and-swap of the branch from the first commit's
-        parent. Three waits: the pack's files; then, in one, the pack folder (the pack's
-        names), the journal, the branch's lock file and the new files under their temporary
-        names (a command of up to ``durable.CHUNK`` files; :meth:`_finish` puts them in
-        place); then the branch's folder. The journal may become durable before the pack's
+        parent. Three waits: the pack's files (their fsyncs run while the branch is locked,
+        the journal written and the new files written under their temporary names); then,
+        in one, the pack folder (the pack's names), the journal, the branch's lock file and
+        those files (a command of up to ``durable.CHUNK`` files; :meth:`_finish` puts them
+        in place); then the branch's folder. The journal may become durable before the pack's
         names do: recovery drops a journaled commit whose objects are missing, and the
         branch moves only after all of them.
         """
         wrote_pack = len(self._staging) > 0
-        if wrote_pack:
-            name = packs.write_pack(
-                self._pack_dir, self._staging.objects(), sync_folder=False, spares=self._spares
-            )
-            self._levels[0].append(name)
+        pack = (  # synced on the fsync pool while the branch is locked and the files written
+            packs.PackWrite(self._pack_dir, packs.entries(self._staging.objects()), self._spares)
+            if wrote_pack
+            else None
+        )
         self._staging.clear()  # libgit2 finds them in the new pack (it rescans on a miss)
         parent, last = staged[0].result.parent, staged[-1]
         entry = Entry(
@@ -992,8 +1001,11 @@ class Workspace:
                 sync=False,
                 spares=self._spares,
             )
-        except refs.HeadMoved:
-            return None
+        except BaseException as exc:
+            self._put_pack(pack, quietly=True)  # its objects stay, as a commit that failed
+            if isinstance(exc, refs.HeadMoved):
+                return None
+            raise
         writes: FileWrites | None = None
         try:
             try:
@@ -1007,9 +1019,12 @@ class Workspace:
                         self._stats,
                         self._spares,
                     )
+                ready, pack = pack, None  # once tried, never tried again below
+                self._put_pack(ready)
                 self._sync_landing(held.token, wrote_pack, writes.fds() if writes else [])
                 faults.point("objects-written")
             except BaseException:
+                self._put_pack(pack, quietly=True)
                 held.release()
                 self._journal.clear()
                 raise
@@ -1035,7 +1050,7 @@ class Workspace:
                 self._journal.clear()
                 raise
             if writes is not None:
-                writes.sync_folder_with(held.target.parent)
+                writes.sync_folder_with(os.path.dirname(held.target))
             faults.point("ref-updated")
         except BaseException:
             if writes is not None:  # the temporary files go; recovery writes the files
@@ -1044,10 +1059,23 @@ class Workspace:
         self._head = last.result.commit
         return entry, writes
 
-    def _sync_landing(self, token: Path, pack_folder: bool, files: list[int]) -> None:
+    def _put_pack(self, pack: packs.PackWrite | None, *, quietly: bool = False) -> None:
+        """Wait for a landing's pack and put it in place (its folder is synced with the
+        landing's next wait); ``quietly``: on the way out of a landing that failed, an error
+        here is logged and the landing's own error raised."""
+        if pack is None:
+            return
+        try:
+            self._levels[0].append(pack.install(sync_folder=False))
+        except Exception as exc:
+            if not quietly:
+                raise
+            log.warning("a pack of a landing that failed was not kept: %s", exc)
+
+    def _sync_landing(self, token: str, pack_folder: bool, files: list[int]) -> None:
         """One wait for the journal, the branch's lock file, the pack folder's new names and
         the new files under their temporary names."""
-        paths = [token, self._pack_dir] if pack_folder else [token]
+        paths = [token, os.fspath(self._pack_dir)] if pack_folder else [token]
         durable.sync_paths(paths, [self._journal.fd, *files])
 
     def _finish(
@@ -1059,8 +1087,8 @@ class Workspace:
             if self.on_write is not None:
                 for step in entry.files:
                     self.on_write(step.path, step.new)
-            if writes is not None:
-                diverged = writes.finish()
+            if writes is not None:  # the folders are synced while the sidecar records
+                diverged = writes.finish(wait=False)
             else:
                 diverged = materialize(
                     self._repo, self.root, entry, self._fresh.get, self._stats, self._spares
@@ -1068,6 +1096,8 @@ class Workspace:
             faults.point("files-written")
             record()
             faults.point("sidecar-updated")
+            if writes is not None:
+                writes.wait()
             self._journal.clear()
             faults.point("journal-cleared")
         except OSError as exc:
@@ -1083,38 +1113,62 @@ class Workspace:
                 writes.close()
             self._fresh.clear()
         self.last_write = time.monotonic()
-        self._merge_packs(2 * PACKS_PER_LEVEL)
+        self._merge_packs(2 * PACKS_PER_LEVEL, wait=True)
         if diverged:
             self.commit_external(diverged)
 
-    def _merge_packs(self, at: int) -> None:
-        """Merge each level of the store's packs that holds ``at`` packs or more into one
-        pack of the next level (on the writer thread).
+    def _merge_packs(self, at: int, *, wait: bool) -> None:
+        """Merge a level of the store's packs that holds ``at`` packs or more into one pack
+        of the next level, on the merge thread; with ``wait``, every such level, waiting.
 
         Skipped while :meth:`maintenance` runs (it merges packs itself); a failure only leaves
         more packs, so it is logged, never raised to the commands that already landed.
+        A merge that ended is taken in by :meth:`upkeep` (the repository's objects are
+        opened again then: ~3 ms, after the answers), or here when a level is full.
         """
-        level = 0
-        merged = False
-        while level < len(self._levels) and len(self._levels[level]) >= at:
-            if not self._pack_lock.acquire(blocking=False):
-                break
-            try:
-                done = packs.merge_packs(self._pack_dir, self._levels[level])
-            except (OSError, ValueError) as exc:
-                log.warning("merging packs failed (they stay as they are): %s", exc)
-                break
-            finally:
-                self._pack_lock.release()
-            self._levels[level] = []
-            merged = True
-            if done is not None:
-                if level + 1 == len(self._levels):
-                    self._levels.append([])
-                self._levels[level + 1].append(done[0])
-            level += 1
-        if merged:
-            self._reopen_objects()
+        while True:
+            level = next((i for i, names in enumerate(self._levels) if len(names) >= at), None)
+            if level is None:
+                return
+            if self._merge_job is None:
+                names, self._levels[level] = self._levels[level], []
+                if self._merge_thread is None:
+                    self._merge_thread = ThreadPoolExecutor(1, thread_name_prefix="mnoted-packs")
+                self._merge_job = (self._merge_thread.submit(self._merge, names), level, names)
+            if not wait or not self._collect_merge(block=True):
+                return
+
+    def _merge(self, names: list[str]) -> _Merged:
+        """On the merge thread: :func:`packs.merge_packs`; False if maintenance is running."""
+        if not self._pack_lock.acquire(blocking=False):
+            return False
+        try:
+            return packs.merge_packs(self._pack_dir, names)
+        finally:
+            self._pack_lock.release()
+
+    def _collect_merge(self, *, block: bool) -> bool:
+        """Take in a merge that ended (or wait for it with ``block``): the merged pack joins
+        the next level and the repository forgets the packs merged away. False if it failed
+        or was skipped (its packs go back to their level) or none had ended."""
+        if self._merge_job is None or not (block or self._merge_job[0].done()):
+            return False
+        job, level, names = self._merge_job
+        self._merge_job = None
+        try:
+            done = job.result()
+        except (OSError, ValueError) as exc:
+            log.warning("merging packs failed (they stay as they are): %s", exc)
+            done = False
+        if done is False:
+            self._levels[level][:0] = names
+            return False
+        if isinstance(done, tuple):
+            if level + 1 == len(self._levels):
+                self._levels.append([])
+            self._levels[level + 1].append(done[0])
+        self._reopen_objects()
+        return True
 
     def _reopen_objects(self) -> None:
         """Give the repository a fresh object database: libgit2 keeps listing (and holding

@@ -180,7 +180,8 @@ class FileWrites:
         self.diverged: list[str] = []
         self._pending: list[_Pending] = []
         self._folders = _Folders(root)
-        self._also: list[Path] = []  # folders synced with the files' (the branch's)
+        self._also: list[str] = []  # folders synced with the files' (the branch's)
+        self._syncing: durable.Syncing | None = None
         try:
             for step in steps:
                 try:
@@ -199,15 +200,16 @@ class FileWrites:
         """The temporary files to sync before :meth:`finish`."""
         return [p.fd for p in self._pending if p.fd is not None]
 
-    def sync_folder_with(self, folder: Path) -> None:
+    def sync_folder_with(self, folder: str) -> None:
         """Sync ``folder`` in :meth:`finish`'s wait for the files' folders."""
         self._also.append(folder)
 
-    def finish(self) -> list[str]:
+    def finish(self, *, wait: bool = True) -> list[str]:
         """Put every file in place (its temporary file synced); the paths left alone.
 
         New files go first: a removal drops the folders it leaves empty, and a spare is not
-        in its folder to keep it (the new file would then have no folder to go to).
+        in its folder to keep it (the new file would then have no folder to go to). With
+        ``wait`` False the folders' syncs are only started: :meth:`wait` ends them.
         """
         synced: set[int] = set()
         for p in sorted(self._pending, key=lambda p: not p.tmp):
@@ -232,13 +234,23 @@ class FileWrites:
                 finally:
                     self._folders.forget()
             faults.point("file-written")
-        durable.sync_paths(self._also, list(synced))
+        self._syncing = durable.start_paths(self._also, list(synced))
         self._also = []
         self._pending = []
+        if wait:
+            self.wait()
         return self.diverged
+
+    def wait(self) -> None:
+        """Return once the folders :meth:`finish` changed are durable (raise if not)."""
+        syncing, self._syncing = self._syncing, None
+        if syncing is not None:
+            syncing.wait()
 
     def close(self) -> None:
         """Drop the temporary files not put in place, and the folders' fds."""
+        with contextlib.suppress(OSError):
+            self.wait()  # the folders' fds are in use until then
         for p in self._pending:
             if p.fd is not None:
                 os.close(p.fd)

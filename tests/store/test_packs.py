@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -133,7 +135,7 @@ def test_the_writer_merges_its_packs_by_levels(
     assert len(packs.pack_names(pack_dir)) == 1  # the first commit's
     for i in range(2, 40):
         ws.apply(CommandMeta("x", actor="hermes"), [Write("p.md", b"v%d\n" % i)])
-        ws.upkeep()
+        ws.upkeep(wait=True)
         # merged by threes, level by level: as many packs as n has base-3 digits' worth
         assert len(packs.pack_names(pack_dir)) == digit_sum(i, 3)
         assert ws.read_head("p.md") == b"v%d\n" % i
@@ -143,6 +145,63 @@ def test_the_writer_merges_its_packs_by_levels(
     ws.idle()
     git(ws.root, "fsck", "--strict")
     assert_clean(ws.root)
+
+
+def test_merges_run_beside_the_writer_and_idle_takes_them_in(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(workspace, "PACKS_PER_LEVEL", 3)
+    pack_dir = ws.gitdir / "objects" / "pack"
+    started = threading.Event()
+    release = threading.Event()
+    real = packs.merge_packs
+
+    def slow_merge(folder: Path, names: list[str]) -> tuple[str, int] | None:
+        started.set()
+        release.wait(10)
+        return real(folder, names)
+
+    monkeypatch.setattr(packs, "merge_packs", slow_merge)
+    for i in range(3):
+        ws.apply(CommandMeta("x", actor="hermes"), [Write("p.md", b"v%d\n" % i)])
+    ws.upkeep()  # starts a merge and returns: the writer is not held up by it
+    assert started.wait(10)
+    for i in range(3, 8):  # writes land while the merge waits
+        ws.apply(CommandMeta("x", actor="hermes"), [Write("p.md", b"v%d\n" % i)])
+        ws.upkeep()
+        assert ws.read_head("p.md") == b"v%d\n" % i
+    assert len(packs.pack_names(pack_dir)) == 9  # the first commit's, and one per write
+    release.set()
+    ws.idle()  # waits for the merge, takes it in, and merges what filled up meanwhile
+    assert len(packs.pack_names(pack_dir)) <= 3
+    assert [ws.read_head("p.md")] == [b"v7\n"]
+    git(ws.root, "fsck", "--strict")
+    assert_clean(ws.root)
+
+
+def test_a_merge_that_fails_leaves_its_packs_to_the_next(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(workspace, "PACKS_PER_LEVEL", 3)
+    pack_dir = ws.gitdir / "objects" / "pack"
+    real = packs.merge_packs
+    failures = [OSError(errno.ENOSPC, "No space left on device")]
+
+    def failing(folder: Path, names: list[str]) -> tuple[str, int] | None:
+        if failures:
+            raise failures.pop()
+        return real(folder, names)
+
+    monkeypatch.setattr(packs, "merge_packs", failing)
+    for i in range(3):
+        ws.apply(CommandMeta("x", actor="hermes"), [Write("p.md", b"v%d\n" % i)])
+    ws.upkeep(wait=True)
+    assert "merging packs failed" in caplog.text
+    assert len(packs.pack_names(pack_dir)) == 4  # nothing merged, nothing lost
+    ws.upkeep(wait=True)  # the packs went back to their level: merged now, all four
+    assert len(packs.pack_names(pack_dir)) == 1
+    assert ws.read_head("p.md") == b"v2\n"
+    git(ws.root, "fsck", "--strict")
 
 
 def test_without_upkeep_a_landing_merges_at_twice_the_level(
