@@ -12,6 +12,7 @@ re-parsing does after every edit).
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
 from collections.abc import Callable
@@ -94,7 +95,7 @@ def bench_size(size: int, repeat: int, renderer: MarkdownIt) -> None:
         row(
             label,
             timed(run, repeat),
-            timed(lambda edited=edited: parse_page(edited, "bench.md", previous=page), repeat),
+            timed(functools.partial(parse_page, edited, "bench.md", previous=page), repeat),
         )
 
 

@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pygit2
@@ -114,7 +115,7 @@ def workspace(base: Path, size: int, env: dict[str, str]) -> Path:
     return root
 
 
-def edit_body(client: Client, i: int, doc: str = "page.md") -> dict:
+def edit_body(client: Client, i: int, doc: str = "page.md") -> dict[str, Any]:
     # Alternate between two texts so the search always matches exactly once.
     a, b = (
         ("mnoted bench marker A", "mnoted bench marker B")
@@ -246,17 +247,28 @@ def bench_size(
 
         counter = iter(range(10**9))
         # The timed write and the floors take turns (`paired`); the write's bodies are made
-        # beforehand and sent and read raw, as the round trip is. Then the same edits
-        # through the project's client: the reference of the comparisons below.
+        # beforehand and sent and read raw, as the round trip is. The same edits through
+        # the project's client take turns with them too: the reference of the comparisons
+        # below.
+        # Both swap the page's marker back and forth: by blocks of ten, each starting on an
+        # even count, each finds the marker where the other left it.
         bodies = iter(
             [json.dumps(edit_body(client, next(counter))).encode() for _ in range(writes)]
         )
         answers: list[bytes] = []
-        w_raw, rtt, atomic, commit = paired(
+        client_counter = iter(range(10**9))
+
+        def write() -> None:
+            body = edit_body(client, next(client_counter))
+            resp = client.request("POST", "/v1/tools/call", body)[1]
+            assert resp.get("ok"), resp
+
+        w_raw, w, rtt, atomic, commit = paired(
             [
                 lambda: answers.append(
                     raw_request(daemon.sock, token, "POST", "/v1/tools/call", next(bodies))
                 ),
+                write,
                 health,
                 floors.atomic,
                 floors.commit,
@@ -271,12 +283,6 @@ def bench_size(
         line("floor: incremental commit + fsync (libgit2)", commit)
         floor_sum = (rtt[0] + atomic[0] + commit[0], 0.0)
         line("durable agent write (markdown_edit, 10 KB)", w_raw, floor_sum, "floor sum")
-
-        def write() -> None:
-            resp = client.request("POST", "/v1/tools/call", edit_body(client, next(counter)))[1]
-            assert resp.get("ok"), resp
-
-        w = timed(write, writes)
         line("  the same through the project's client", w, floor_sum, "floor sum")
         time.sleep(1.0)  # the writer's idle work after writes (the Git index) is done
         git_samples = []
@@ -427,7 +433,8 @@ def main() -> None:
         }
         floors = Floors(base, env)
         for size in (int(s) for s in args.sizes.split(",")):
-            bench_size(base, size, env, args.writes, floors, args.agents, mcp)
+            writes = args.writes + args.writes % 2  # even: see the marker's swaps
+            bench_size(base, size, env, writes, floors, args.agents, mcp)
 
 
 if __name__ == "__main__":

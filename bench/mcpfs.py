@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from mcp import ClientSession, StdioServerParameters
@@ -105,7 +106,7 @@ async def _compare(
         if result.is_error:
             raise RuntimeError(f"read_text_file failed: {result.content}")
 
-    async def timed(fn) -> list[float]:
+    async def timed(fn: Callable[[], Awaitable[object]]) -> list[float]:
         for _ in range(warmup):
             await fn()
         samples = []

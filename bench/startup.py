@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from commit import GIT_ENV
@@ -50,7 +51,7 @@ class Start:
         seconds: float,
         ready: tuple[float, float],
         settled: tuple[float, float],
-        watcher: dict,
+        watcher: dict[str, Any],
     ) -> None:
         self.seconds = seconds
         self.ready = ready

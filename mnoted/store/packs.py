@@ -196,7 +196,7 @@ def _assemble(entries: Sequence[_Entry]) -> tuple[bytes, bytes, str]:
     return pack, idx, checksum.hex()
 
 
-def entries(objects: Iterable[Raw]) -> list[_Entry]:
+def entries_of(objects: Iterable[Raw]) -> list[_Entry]:
     out: dict[bytes, _Entry] = {}
     for oid, kind, data in objects:
         if oid not in out:
@@ -218,7 +218,7 @@ def write_pack(
     the caller syncs ``pack_dir`` (together with other files, in one wait). ``spares``:
     files made ahead (:mod:`~mnoted.store.spares`) to write into instead of creating them.
     """
-    return PackWrite(pack_dir, entries(objects), spares).install(sync_folder=sync_folder)
+    return PackWrite(pack_dir, entries_of(objects), spares).install(sync_folder=sync_folder)
 
 
 class PackWrite:
@@ -282,7 +282,7 @@ class PackWrite:
 
     def drop(self) -> None:
         """Remove the files (once their syncs are over: their fds are closed here)."""
-        with contextlib.suppress(BaseException):
+        with contextlib.suppress(OSError):  # the caller has the error that brought us here
             self._sync.wait()
         for path, spare, _ in self._made:
             if spare is not None:

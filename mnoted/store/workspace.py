@@ -982,7 +982,7 @@ class Workspace:
         """
         wrote_pack = len(self._staging) > 0
         pack = (  # synced on the fsync pool while the branch is locked and the files written
-            packs.PackWrite(self._pack_dir, packs.entries(self._staging.objects()), self._spares)
+            packs.PackWrite(self._pack_dir, packs.entries_of(self._staging.objects()), self._spares)
             if wrote_pack
             else None
         )
