@@ -1,0 +1,44 @@
+"""The daemon benchmark runs end to end at its smallest size (figures are never asserted).
+
+`make bench` is not run by CI; this keeps the benchmark whose figures `docs/performance.md`
+quotes from breaking unseen: its daemon, floors, paired timings, reads, 1 MB page and
+concurrent agents all run once, and every line it prints is there.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+def test_the_daemon_benchmark_runs(tmp_path: Path) -> None:
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    smallest = ["--sizes", "100", "--writes", "3", "--agents", "2", "--no-mcp"]
+    out = subprocess.run(
+        [sys.executable, "bench/daemon.py", *smallest],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    for label in (
+        "floor: atomic write + fsync",
+        "floor: incremental commit + fsync (libgit2)",
+        "durable agent write (markdown_edit, 10 KB)",
+        "the same through the project's client",
+        "baseline: git add FILE && git commit",
+        "read: mnote.page.get (cached 10 KB page)",
+        "durable write on a 1 MB page",
+        "2 agents, distinct pages: commits/s",
+    ):
+        assert label in out.stdout, (label, out.stdout)
+    assert "failures 0" in out.stdout
