@@ -128,23 +128,24 @@ def _make_token(tokens: str, token: str, spares: Spares | None) -> int:
     The tokens' folder is made only when it is found missing (its first use, or removed
     since): a ``mkdir`` before each lock costs a failed system call and an exception.
     """
-    for attempt in range(2):
-        try:
-            spare = spares.take(os.stat(tokens).st_dev) if spares is not None else None
-            if spare is None:
-                return os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-            try:
-                spare.place(token)
-            except BaseException:
-                os.close(spare.fd)
-                spare.remove()
-                raise
-            return spare.fd
-        except FileNotFoundError:
-            if attempt:
-                raise
-            os.makedirs(tokens, exist_ok=True)
-    raise AssertionError("unreachable")
+    try:
+        return _create(tokens, token, spares)
+    except FileNotFoundError:
+        os.makedirs(tokens, exist_ok=True)
+        return _create(tokens, token, spares)
+
+
+def _create(tokens: str, token: str, spares: Spares | None) -> int:
+    spare = spares.take(os.stat(tokens).st_dev) if spares is not None else None
+    if spare is None:
+        return os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        spare.place(token)
+    except BaseException:
+        os.close(spare.fd)
+        spare.remove()
+        raise
+    return spare.fd
 
 
 def recover(gitdir: Path) -> list[Path]:

@@ -89,3 +89,26 @@ def test_process_lock_is_released_by_a_dead_process(tmp_path: Path) -> None:
         os._exit(0)
     os.waitpid(pid, 0)
     Workspace.open(root).close()
+
+
+def test_folders_removed_under_the_store_are_made_again(ws: Workspace) -> None:
+    """The tokens' folder, the reflogs and the branch's loose ref folder are made only when
+    found missing: a write after someone removed them (``git pack-refs --all``, a cleanup
+    of ``.git/mnote``) makes them again."""
+    import shutil
+    import subprocess
+
+    gitdir = ws.root / ".git"
+    ws.apply(M, [Write("a.md", b"one\n")])
+    shutil.rmtree(gitdir / "mnote" / "locks")
+    shutil.rmtree(gitdir / "logs")
+    subprocess.run(["git", "pack-refs", "--all"], cwd=ws.root, check=True)
+    shutil.rmtree(gitdir / "refs" / "heads")
+    ws.apply(M, [Write("a.md", b"two\n")])
+    assert ws.read_head("a.md") == b"two\n"
+    assert (gitdir / "refs" / "heads" / "main").is_file()
+    for log in (gitdir / "logs" / "HEAD", gitdir / "logs" / "refs" / "heads" / "main"):
+        assert len(log.read_text().splitlines()) == 1  # the reflogs are back, with this write
+    assert list((gitdir / "mnote" / "locks").iterdir()) == []
+    ws.idle()
+    assert_clean(ws.root)
