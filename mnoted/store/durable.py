@@ -54,6 +54,12 @@ class Syncing:
 def start_paths(paths: Sequence[str | os.PathLike[str]], fds: Sequence[int] = ()) -> Syncing:
     """Open ``paths`` (files or folders) and start syncing them with ``fds`` on the pool;
     :meth:`Syncing.wait` closes what was opened here."""
+    opened = _open_all(paths)
+    return Syncing([*fds, *opened], owned=opened)
+
+
+def _open_all(paths: Sequence[str | os.PathLike[str]]) -> list[int]:
+    """``paths`` opened for syncing (all of them, or none: an error closes what was open)."""
     opened: list[int] = []
     try:
         for path in paths:
@@ -62,7 +68,7 @@ def start_paths(paths: Sequence[str | os.PathLike[str]], fds: Sequence[int] = ()
         for fd in opened:
             os.close(fd)
         raise
-    return Syncing([*fds, *opened], owned=opened)
+    return opened
 
 
 def sync_fds(fds: Sequence[int]) -> None:
@@ -85,10 +91,8 @@ def sync_fds(fds: Sequence[int]) -> None:
 def sync_paths(paths: Sequence[str | os.PathLike[str]], fds: Sequence[int] = ()) -> None:
     """Open ``paths`` (files or folders), then sync them with ``fds`` in one wait
     (:func:`sync_fds`); what was opened here is closed again."""
-    opened: list[int] = []
+    opened = _open_all(paths)
     try:
-        for path in paths:
-            opened.append(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
         sync_fds([*fds, *opened])
     finally:
         for fd in opened:

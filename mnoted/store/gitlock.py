@@ -142,8 +142,7 @@ def _create(tokens: str, token: str, spares: Spares | None) -> int:
     try:
         spare.place(token)
     except BaseException:
-        os.close(spare.fd)
-        spare.remove()
+        spare.discard()
         raise
     return spare.fd
 

@@ -56,6 +56,11 @@ class Spare:
         with contextlib.suppress(OSError):
             os.unlink(self.name, dir_fd=self.folder)
 
+    def discard(self) -> None:
+        """Close and remove a spare that will not be put in place."""
+        os.close(self.fd)
+        self.remove()
+
 
 class Spares:
     """A stock of :class:`Spare` files in ``folder``, refilled on a thread of its own."""
@@ -132,9 +137,7 @@ class Spares:
 
     def _drop_stock(self) -> None:
         while self._ready:
-            spare = self._ready.popleft()
-            os.close(spare.fd)
-            spare.remove()
+            self._ready.popleft().discard()
 
     def _fill(self) -> None:
         pid = os.getpid()

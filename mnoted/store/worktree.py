@@ -338,7 +338,6 @@ def _prepare(
     try:
         spare.fill(data, mode)
     except BaseException:
-        os.close(spare.fd)
-        spare.remove()
+        spare.discard()
         raise
     return _Pending(step.path, parts, name, fd, seen, spare.name, spare.fd, spare)

@@ -26,6 +26,8 @@ Triple = tuple[str, str, str | None]
 if TYPE_CHECKING:
     from conftest import QuietFn, RecordingSink, WatcherFactory
 
+    from mnoted.sync.watcher import Watcher
+
 
 def write(path: Path, data: bytes, flags: int = os.O_CREAT | os.O_TRUNC) -> None:
     fd = os.open(path, os.O_WRONLY | flags, 0o644)
@@ -274,18 +276,25 @@ def test_burst_of_1000_files(
     assert watcher.health().overflows == 0
 
 
+def assert_own_rename_dropped(
+    workspace: Path, watcher: Watcher, sink: RecordingSink, quiet: QuietFn, temp: Path
+) -> None:
+    """The store writes x.md in ``temp`` and renames it into place: dropped, and counted."""
+    data = b"# x\nwritten by mnoted\n"
+    watcher.own_writes.expect("x.md", blob_id(data))
+    write(temp, data)
+    os.replace(temp, workspace / "x.md")
+    quiet(watcher)
+    assert sink.changes == []
+    assert watcher.health().own_writes_dropped == 1
+
+
 def test_own_atomic_write_is_dropped_early(
     workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink, quiet: QuietFn
 ) -> None:
     seed(workspace)
     watcher = make_watcher()
-    data = b"# x\nwritten by mnoted\n"
-    watcher.own_writes.expect("x.md", blob_id(data))
-    write(workspace / ".mnote-tmp-a1b2", data)
-    os.replace(workspace / ".mnote-tmp-a1b2", workspace / "x.md")
-    quiet(watcher)
-    assert sink.changes == []
-    assert watcher.health().own_writes_dropped == 1
+    assert_own_rename_dropped(workspace, watcher, sink, quiet, workspace / ".mnote-tmp-a1b2")
     # A person's edit afterwards is not mistaken for mnoted's.
     write(workspace / "x.md", b"# x\nperson\n")
     assert sink.wait(lambda s: len(s.changes) == 1)
@@ -382,13 +391,7 @@ def test_own_write_from_a_spare_file_is_dropped_early(
     spares = workspace / ".mnote" / "state" / "spares"
     spares.mkdir(parents=True)
     watcher = make_watcher()
-    data = b"# x\nwritten by mnoted\n"
-    watcher.own_writes.expect("x.md", blob_id(data))
-    write(spares / "spare-1-1", data)
-    os.replace(spares / "spare-1-1", workspace / "x.md")
-    quiet(watcher)
-    assert sink.changes == []
-    assert watcher.health().own_writes_dropped == 1
+    assert_own_rename_dropped(workspace, watcher, sink, quiet, spares / "spare-1-1")
     # Content other than the store said it wrote is an edit like any other.
     write(spares / "spare-1-2", b"# x\nnot what mnoted wrote\n")
     os.replace(spares / "spare-1-2", workspace / "x.md")
