@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -24,14 +25,20 @@ from mnoted.core import commands as C
 from mnoted.core.markdown_edit import markdown_edit
 from mnoted.core.page import parse_page
 
+_SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"
+# Beside the repository, as the tests find it; else where MNOTE_CORPUS says (a clone elsewhere).
 CORPUS = (
-    Path(__file__).resolve().parent.parent.parent / "shared" / "corpus" / "obsidian-help" / "en"
+    (_SHARED if _SHARED.is_dir() else Path(os.environ.get("MNOTE_CORPUS", "/work/shared/corpus")))
+    / "obsidian-help"
+    / "en"
 )
 
 
 def build_page(size: int) -> bytes:
     out = bytearray()
     files = sorted(CORPUS.rglob("*.md"))
+    if not files:
+        raise SystemExit(f"no corpus pages in {CORPUS}: set MNOTE_CORPUS to the shared corpus")
     k = 0
     while len(out) < size:
         data = files[k % len(files)].read_bytes()

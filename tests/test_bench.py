@@ -14,12 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import CORPUS
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.slow
 def test_the_daemon_benchmark_runs(tmp_path: Path) -> None:
-    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    env = {**os.environ, "TMPDIR": str(tmp_path), "MNOTE_CORPUS": str(CORPUS)}
     smallest = ["--sizes", "100", "--writes", "3", "--agents", "2", "--no-mcp"]
     out = subprocess.run(
         [sys.executable, "bench/daemon.py", *smallest],
