@@ -104,8 +104,9 @@ class PageCache:
 
     def remember_ids(self, ws: Workspace, doc: DocRef, blob: str, page: Page) -> None:
         """Keep ``page``'s ids as those of ``blob``, the document's newest known version."""
-        ws.sidecar.put("blockids", blob, "\n".join(page.block_ids()))
-        ws.sidecar.put("lastblob", doc.document_id, blob)
+        ws.sidecar.put_many(
+            [("blockids", blob, "\n".join(page.block_ids())), ("lastblob", doc.document_id, blob)]
+        )
         self._remember((blob, doc.path), page)
 
     def load(self, ws: Workspace, ref: str) -> LoadedPage:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from mnoted.errors import IdempotencyConflict, NotFound
 from mnoted.store.model import IdempotencyRecord
@@ -57,6 +57,11 @@ class KeyValue:
     def put(self, namespace: str, key: str, value: str) -> None:
         self._before()
         self._side.kv_put(namespace, key, value)
+
+    def put_many(self, items: Sequence[tuple[str, str, str]]) -> None:
+        """:meth:`put` of several ``(namespace, key, value)`` at once (one statement)."""
+        self._before()
+        self._side.kv_put_many(items)
 
     def delete(self, namespace: str, key: str) -> None:
         self._before()

@@ -37,6 +37,11 @@ CREATE TABLE IF NOT EXISTS contexts (
     body TEXT NOT NULL
 );
 """
+_PUT = (
+    "INSERT INTO sessions (id, document_id, state, created, updated, body) "
+    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
+    "state = excluded.state, updated = excluded.updated, body = excluded.body"
+)
 
 
 class ReviewStore:
@@ -48,9 +53,18 @@ class ReviewStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # WAL: safe; sessions are not notes
         self._db.executescript(_SCHEMA)
+        # Sessions put inside a batch, by id: written in one statement when it ends (or
+        # before anything is read), not one each.
+        self._pending: dict[str, tuple[Any, ...]] | None = None
 
     def close(self) -> None:
         self._db.close()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        rows, self._pending = list(self._pending.values()), {}
+        self._db.executemany(_PUT, rows)
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -60,42 +74,42 @@ class ReviewStore:
         The writes they record have landed whatever happens here: a commit that fails is
         logged and rolled back (as a failing put is logged), never raised to them.
         """
-        if self._db.in_transaction:
+        if self._pending is not None:
             yield
             return
         self._db.execute("BEGIN")
+        self._pending = {}
         try:
             yield
         finally:
             try:
+                self._flush()
                 self._db.execute("COMMIT")
             except sqlite3.Error:
                 log.exception("review records of a group could not be written")
                 with contextlib.suppress(sqlite3.Error):
                     self._db.execute("ROLLBACK")
+            finally:
+                self._pending = None
 
     def put(self, session: dict[str, Any], now: float) -> None:
-        self._db.execute(
-            "INSERT INTO sessions (id, document_id, state, created, updated, body) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
-            "state = excluded.state, updated = excluded.updated, body = excluded.body",
-            (
-                session["sessionId"],
-                session.get("documentId"),
-                session["state"],
-                now,
-                now,
-                json.dumps(session),
-            ),
-        )
+        sid = session["sessionId"]
+        row = (sid, session.get("documentId"), session["state"], now, now, json.dumps(session))
+        if self._pending is None:
+            self._db.execute(_PUT, row)
+            return
+        earlier = self._pending.get(sid)
+        self._pending[sid] = row if earlier is None else (*row[:3], earlier[3], *row[4:])
 
     def get(self, session_id: str) -> dict[str, Any] | None:
+        self._flush()
         row = self._db.execute("SELECT body FROM sessions WHERE id = ?", (session_id,)).fetchone()
         return None if row is None else dict(json.loads(row[0]))
 
     def list(
         self, *, document_id: str | None = None, states: tuple[str, ...] = (), limit: int = 100
     ) -> list[dict[str, Any]]:
+        self._flush()
         query = "SELECT body FROM sessions"
         where: list[str] = []
         params: list[Any] = []

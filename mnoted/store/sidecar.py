@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from mnoted.store.model import CommandRecord, HistoryEntry, IdempotencyRecord
@@ -45,6 +45,7 @@ CREATE TABLE IF NOT EXISTS kv (
 """
 
 _ROWS_KEPT = 50_000
+_UNKNOWN = ("", "", None)  # a row not kept (identity compared)
 _DERIVED_TABLES = ("files", "changes", "commands", "idempotency", "index_pending")
 
 
@@ -60,6 +61,11 @@ class Sidecar:
         # rollback, whose rows may differ.
         self._files: dict[str, tuple[str, str, str | None] | None] = {}
         self._meta: dict[str, str | None] = {}
+        # Answers that change only with a file's row or an idempotency record, both written
+        # here: every write resolves its document (a path, first tried as an id) and looks
+        # its idempotency key up twice (the service, then the store), each a query.
+        self._doc_paths: dict[str, str | None] = {}
+        self._absent_keys: set[str] = set()
 
     @staticmethod
     def _connect(path: Path) -> sqlite3.Connection:
@@ -124,6 +130,8 @@ class Sidecar:
         """Drop the rows kept from reads and writes (a transaction was undone)."""
         self._files.clear()
         self._meta.clear()
+        self._doc_paths.clear()
+        self._absent_keys.clear()
 
     # meta -----------------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
@@ -158,6 +166,7 @@ class Sidecar:
         for table in _DERIVED_TABLES:
             self.conn.execute(f"DELETE FROM {table}")  # fixed table names, no user input
         self._files.clear()
+        self._doc_paths.clear()
         return kept
 
     # files ----------------------------------------------------------------------------------
@@ -175,12 +184,31 @@ class Sidecar:
         return found
 
     def path_of_doc(self, doc_id: str) -> str | None:
+        if doc_id in self._doc_paths:
+            return self._doc_paths[doc_id]
         row = self.conn.execute(
             "SELECT path FROM files WHERE doc_id = ? ORDER BY path LIMIT 1", (doc_id,)
         ).fetchone()
-        return None if row is None else str(row[0])
+        path = None if row is None else str(row[0])
+        if len(self._doc_paths) >= _ROWS_KEPT:
+            self._doc_paths.clear()
+        self._doc_paths[doc_id] = path
+        return path
+
+    def _moving(self, path: str, doc_id: str | None) -> None:
+        """Forget the documents' paths a write of ``path``'s row may change: its new
+        document's and its old one's (all of them when the old row is not known)."""
+        old = self._files.get(path, _UNKNOWN)
+        if old is _UNKNOWN:
+            self._doc_paths.clear()
+            return
+        if old is not None and old[2] is not None:
+            self._doc_paths.pop(old[2], None)
+        if doc_id is not None:
+            self._doc_paths.pop(doc_id, None)
 
     def put_file(self, path: str, blob: str, revision: str, doc_id: str | None) -> None:
+        self._moving(path, doc_id)
         self.conn.execute(
             "INSERT INTO files (path, blob, revision, doc_id) VALUES (?, ?, ?, ?) "
             "ON CONFLICT (path) DO UPDATE SET blob = excluded.blob, "
@@ -190,6 +218,7 @@ class Sidecar:
         self._files[path] = (blob, revision, doc_id)
 
     def drop_file(self, path: str) -> None:
+        self._moving(path, None)
         self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
         self._files[path] = None
 
@@ -285,12 +314,19 @@ class Sidecar:
 
     # idempotency ----------------------------------------------------------------------------
     def idempotency(self, key: str) -> IdempotencyRecord | None:
+        if key in self._absent_keys:
+            return None
         row = self.conn.execute(
             "SELECT key, request_hash, commit_id, command_id, result_json FROM idempotency"
             " WHERE key = ?",
             (key,),
         ).fetchone()
-        return None if row is None else IdempotencyRecord(*row)
+        if row is None:
+            if len(self._absent_keys) >= _ROWS_KEPT:
+                self._absent_keys.clear()
+            self._absent_keys.add(key)
+            return None
+        return IdempotencyRecord(*row)
 
     def put_idempotency(
         self,
@@ -300,6 +336,7 @@ class Sidecar:
         command_id: str,
         result_json: str | None,
     ) -> None:
+        self._absent_keys.discard(key)
         self.conn.execute(
             "INSERT INTO idempotency (key, request_hash, commit_id, command_id, result_json)"
             " VALUES (?,?,?,?,?) ON CONFLICT (key) DO NOTHING",
@@ -338,6 +375,17 @@ class Sidecar:
             "INSERT INTO kv (namespace, key, value) VALUES (?,?,?) "
             "ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value",
             (namespace, key, value),
+        )
+
+    def kv_put_many(self, items: Sequence[tuple[str, str, str]]) -> None:
+        """:meth:`kv_put` of several ``(namespace, key, value)`` in one statement."""
+        if not items:
+            return
+        self.conn.execute(
+            "INSERT INTO kv (namespace, key, value) VALUES "
+            + ",".join("(?,?,?)" for _ in items)
+            + " ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value",
+            [v for item in items for v in item],
         )
 
     def kv_delete(self, namespace: str, key: str) -> None:

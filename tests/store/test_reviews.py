@@ -43,3 +43,22 @@ def test_a_failure_inside_a_batch_keeps_what_was_put(tmp_path: Path) -> None:
         store.put(_session(2), 2.0)
     assert _ids_seen_by_another_connection(tmp_path) == ["review_1", "review_2"]
     store.close()
+
+
+def test_reads_inside_a_batch_see_what_was_put(tmp_path: Path) -> None:
+    store = ReviewStore(tmp_path)
+    store.put(_session(1), 1.0)
+    with store.batch():
+        store.put({**_session(1), "state": "rejected"}, 5.0)
+        store.put({**_session(2), "state": "pending"}, 6.0)
+        store.put({**_session(2), "state": "applied"}, 7.0)  # the same session twice
+        assert store.get("review_2") == _session(2)
+        assert [s["sessionId"] for s in store.list(states=("applied",))] == ["review_2"]
+        store.put(_session(3), 8.0)
+    assert store.get("review_1") == {**_session(1), "state": "rejected"}
+    rows = sqlite3.connect(tmp_path / REVIEWS_FILE).execute(
+        "SELECT id, created, updated FROM sessions ORDER BY id"
+    )
+    # a session keeps the time it was first put; the last put's time is its update
+    assert list(rows) == [("review_1", 1.0, 5.0), ("review_2", 6.0, 7.0), ("review_3", 8.0, 8.0)]
+    store.close()
