@@ -5,7 +5,8 @@ diffed against its first parent with rename detection (:mod:`mnoted.store.treedi
 document keeps its id across a rename, a frontmatter ``id`` pins one, and a new document's
 id is derived from the commit and path that created it. The same code runs after every
 commit the store makes, when HEAD was moved by someone else, and in a full rebuild, so a
-rebuilt sidecar equals the incremental one.
+rebuilt sidecar equals the incremental one; for its own commits the store hands it the
+changes it staged (:func:`record_own`) instead of the trees to diff.
 """
 
 from __future__ import annotations
@@ -61,8 +62,54 @@ def replay(
     """
     cid = str(commit.id)
     parent = commit.parents[0].tree if commit.parents else None
+    deltas = treediff.diff(repo, parent, commit.tree, paths)
+    changed = _record_deltas(repo, side, cid, deltas, fresh)
+    _record_command(side, cid, commit.message, commit.commit_time, kept_results or {})
+    if mark_pending and commit.committer.email == COMMITTER_EMAIL:
+        side.mark_index_pending(changed)
+    return changed
+
+
+def record_own(
+    repo: pygit2.Repository,
+    side: Sidecar,
+    commit: str,
+    parent: str | None,
+    branch: str,
+    deltas: Sequence[treediff.Delta],
+    message: str,
+    time: int,
+    fresh: Mapping[str, bytes] | None = None,
+) -> bool:
+    """What :func:`advance` records for a commit the store just made on the indexed head,
+    from what the store knows of it (``treediff.own_deltas``, its message and time) instead
+    of reading it back and diffing its trees; False (nothing done) if the sidecar is not
+    at its parent."""
+    if side.get_meta("indexed_head") != (parent or "") or side.get_meta("branch") != branch:
+        return False
+    side.begin()
+    try:
+        changed = _record_deltas(repo, side, commit, deltas, fresh)
+        _record_command(side, commit, message, time, {})
+        side.mark_index_pending(changed)
+        side.set_meta("indexed_head", commit)
+        side.commit()
+    except BaseException:
+        side.rollback()
+        raise
+    return True
+
+
+def _record_deltas(
+    repo: pygit2.Repository,
+    side: Sidecar,
+    cid: str,
+    deltas: Sequence[treediff.Delta],
+    fresh: Mapping[str, bytes] | None,
+) -> list[str]:
+    """Files, document ids and change log of one commit's deltas; the paths they changed."""
     changed: list[str] = []
-    for delta in treediff.diff(repo, parent, commit.tree, paths):
+    for delta in deltas:
         if delta.status == "D":
             assert delta.old_path is not None
             row = side.file(delta.old_path)
@@ -91,28 +138,26 @@ def replay(
         old_path = delta.old_path if delta.status == "R" else None
         side.add_change(cid, doc, delta.new_path, old_path, delta.status)
         changed.append(delta.new_path)
-    _record_command(side, commit, kept_results or {})
-    if mark_pending and commit.committer.email == COMMITTER_EMAIL:
-        side.mark_index_pending(changed)
     return changed
 
 
-def _record_command(side: Sidecar, commit: pygit2.Commit, kept: dict[str, tuple[str, str]]) -> None:
-    trailers = message.parse_trailers(commit.message)
+def _record_command(
+    side: Sidecar, cid: str, text: str, time: int, kept: dict[str, tuple[str, str]]
+) -> None:
+    trailers = message.parse_trailers(text)
     command_id = trailers.get(message.COMMAND_ID)
     if not command_id:
         return
-    cid = str(commit.id)
     key = trailers.get(message.IDEMPOTENCY_KEY)
     side.add_command(
         CommandRecord(
             commit=cid,
             command_id=command_id,
-            subject=commit.message.split("\n", 1)[0],
+            subject=text.split("\n", 1)[0],
             actor=trailers.get(message.ACTOR),
             trace_id=trailers.get(message.TRACE_ID),
             idempotency_key=key,
-            time=commit.commit_time,
+            time=time,
             trailers=trailers,
         )
     )

@@ -80,6 +80,42 @@ def diff(
     return sorted(out, key=lambda d: (d.new_path or d.old_path or "", d.status))
 
 
+def own_deltas(
+    changes: Iterable[tuple[str, tuple[str, int] | None, tuple[str, int] | None]],
+) -> list[Delta] | None:
+    """What :func:`diff` finds for a commit that changed only ``changes`` (path, old and new
+    ``(blob id, mode)`` of a file, None where none is), without reading the trees; None when
+    it adds and removes files, whose renames only :func:`diff` pairs.
+
+    The store knows these for the commits it makes: its sidecar records them from here.
+    """
+    out: list[Delta] = []
+    for path, old, new in sorted(changes):
+        status = _status(old, new)
+        if status == "A":
+            assert new is not None
+            out.append(Delta("A", None, path, None, new[0], new[1]))
+        elif status == "D":
+            assert old is not None
+            out.append(Delta("D", path, None, old[0], None, None))
+        elif status is not None:
+            assert old is not None and new is not None
+            out.append(Delta(status, path, path, old[0], new[0], new[1]))
+    statuses = {d.status for d in out}
+    return None if "A" in statuses and "D" in statuses else out
+
+
+def _status(old: tuple[object, int] | None, new: tuple[object, int] | None) -> str | None:
+    """A file's status from its old and new (id, mode); None if it did not change."""
+    if old is None:
+        return None if new is None else "A"
+    if new is None:
+        return "D"
+    if old == new:
+        return None
+    return "T" if _is_link(old[1]) != _is_link(new[1]) else "M"
+
+
 def _at_paths(
     old: pygit2.Tree | None, new: pygit2.Tree, paths: Iterable[str]
 ) -> list[tuple[str, str, pygit2.Object | None, pygit2.Object | None]] | None:
@@ -88,18 +124,11 @@ def _at_paths(
     try:
         for path in sorted(set(paths)):
             a, b = _file_at(old, path), _file_at(new, path)
-            if a is None and b is None:
-                continue
-            if a is None:
-                out.append(("A", path, None, b))
-            elif b is None:
-                out.append(("D", path, a, None))
-            elif a.id == b.id and a.filemode == b.filemode:
-                continue
-            elif _is_link(a.filemode) != _is_link(b.filemode):
-                out.append(("T", path, a, b))
-            else:
-                out.append(("M", path, a, b))
+            status = _status(
+                None if a is None else (a.id, a.filemode), None if b is None else (b.id, b.filemode)
+            )
+            if status is not None:
+                out.append((status, path, a, b))
     except _NotAFile:
         return None
     return out

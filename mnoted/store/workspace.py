@@ -55,6 +55,7 @@ from mnoted.store import (
     packs,
     refs,
     scan,
+    treediff,
     trees,
 )
 from mnoted.store.atomic import fsync_dir, make_dirs, remove_temp_files, write_atomic
@@ -899,14 +900,7 @@ class Workspace:
         staged = self._stage(meta, targets, subject_paths, on_disk)
         group = self._group
         if group is not None:
-            indexer.advance(
-                self._repo,
-                self._side,
-                staged.result.commit,
-                self._branch,
-                self._fresh,
-                {staged.result.commit: staged.paths},
-            )
+            self._record(staged)
             group.add(staged)
             self._head = staged.result.commit
             return staged.result
@@ -915,18 +909,28 @@ class Workspace:
             self._fresh.clear()
             self.refresh()
             return None
-        self._finish(
-            *landed,
-            lambda: indexer.advance(
-                self._repo,
-                self._side,
-                self._head,
-                self._branch,
-                self._fresh,
-                {staged.result.commit: staged.paths},
-            ),
-        )
+        self._finish(*landed, lambda: self._record(staged))
         return staged.result
+
+    def _record(self, staged: _Staged) -> None:
+        """Record a commit the store made in the sidecar: from what it staged when the
+        sidecar is at the commit's parent (the common case), else by replaying it."""
+        commit = staged.result.commit
+        if staged.deltas is not None and indexer.record_own(
+            self._repo,
+            self._side,
+            commit,
+            staged.result.parent,
+            self._branch,
+            staged.deltas,
+            staged.message,
+            staged.time,
+            self._fresh,
+        ):
+            return
+        indexer.advance(
+            self._repo, self._side, commit, self._branch, self._fresh, {commit: staged.paths}
+        )
 
     def _stage(
         self, meta: CommandMeta, targets: list[Target], subject_paths: list[str], on_disk: bool
@@ -936,16 +940,23 @@ class Workspace:
         base = self._head_tree()
         entries: dict[str, trees.Entry] = {}
         steps: list[FileStep] = []
+        files: list[tuple[str, tuple[str, int] | None, tuple[str, int] | None]] | None = []
         for t in targets:
-            old = trees.entry_at(base, t.path)
+            found = trees.object_at(base, t.path)
+            old = (str(found.id), found.filemode) if found is not None else None
+            if found is not None and found.type != pygit2.GIT_OBJECT_BLOB:
+                files = None  # a folder or a submodule there: the sidecar diffs the trees
             if t.data is None:
                 entries[t.path] = None
-                steps.append(FileStep(t.path, old[0] if old else None, None, t.mode))
+                new = None
             else:
                 blob = self._write_blob(t.data)
                 self._fresh[str(blob)] = t.data
                 entries[t.path] = (blob, t.mode)
-                steps.append(FileStep(t.path, old[0] if old else None, str(blob), t.mode))
+                new = (str(blob), t.mode)
+            steps.append(FileStep(t.path, old[0] if old else None, new[0] if new else None, t.mode))
+            if files is not None:
+                files.append((t.path, old, new))
         tree_id = trees.build(self._repo, base, entries)
         author = self._author(meta)
         committer = pygit2.Signature(COMMITTER.name, COMMITTER.email)
@@ -955,7 +966,15 @@ class Workspace:
         result = CommitResult(
             str(commit_id), meta.command_id, parent, tuple(t.path for t in targets)
         )
-        return _Staged(result, text, () if on_disk else tuple(steps), tuple(entries))
+        deltas = treediff.own_deltas(files) if files is not None else None
+        return _Staged(
+            result,
+            text,
+            () if on_disk else tuple(steps),
+            tuple(entries),
+            None if deltas is None else tuple(deltas),
+            committer.time,
+        )
 
     def _write_blob(self, data: bytes) -> pygit2.Oid:
         """Stage a blob; a large one is hashed by OpenSSL's SHA-1 and staged directly
@@ -1313,6 +1332,8 @@ class _Staged:
     message: str
     steps: tuple[FileStep, ...]  # files to write (none for edits already on disk)
     paths: tuple[str, ...]  # every path the commit writes or removes
+    deltas: tuple[treediff.Delta, ...] | None  # what it changed (None: diff its trees)
+    time: int  # its committer's time
 
 
 @dataclass

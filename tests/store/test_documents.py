@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from pathlib import Path
+from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mnoted.store import CommandMeta, Delete, Move, Workspace, Write
+from mnoted.store import CommandMeta, Delete, Move, Workspace, Write, indexer
 from tests.store.conftest import git
 
 M = CommandMeta("test.cmd", actor="hermes")
@@ -79,35 +82,40 @@ OPS = st.lists(
 )
 
 
+def _run_op(ws: Workspace, root: Path, i: int, op: str, a: int, b: int) -> None:
+    src, dst = f"n{a}.md", f"d/n{b}.md" if b % 2 else f"n{b}.md"
+    exists = ws.blob_id(src) is not None
+    meta = CommandMeta("test.op", actor="hermes", idempotency_key=f"k{i}")
+    body = f"# page {a}\n\n" + "stable line\n" * 20 + f"edit {i}\n"
+    if op == "write" or not exists:
+        ws.apply(meta, [Write(src, body.encode())])
+    elif op == "delete":
+        ws.apply(meta, [Delete(src)])
+    elif op in ("move", "ext-move") and ws.blob_id(dst) is None and src != dst:
+        if op == "move":
+            ws.apply(meta, [Move(src, dst)])
+        else:
+            (root / dst).parent.mkdir(exist_ok=True)
+            (root / src).rename(root / dst)
+            ws.commit_external([src, dst])
+    else:
+        (root / src).write_text(body + "external\n")
+        ws.commit_external([src])
+
+
 @settings(
     max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(ops=OPS)
+@given(ops=OPS, grouped=st.booleans())
 def test_rebuilt_sidecar_equals_the_incremental_one(
-    tmp_path: Path, ops: list[tuple[str, int, int]]
+    tmp_path: Path, ops: list[tuple[str, int, int]], grouped: bool
 ) -> None:
     root = tmp_path / "ws"
     shutil.rmtree(root, ignore_errors=True)
     with Workspace.init(root) as ws:
         for i, (op, a, b) in enumerate(ops):
-            src, dst = f"n{a}.md", f"d/n{b}.md" if b % 2 else f"n{b}.md"
-            exists = ws.blob_id(src) is not None
-            meta = CommandMeta("test.op", actor="hermes", idempotency_key=f"k{i}")
-            body = f"# page {a}\n\n" + "stable line\n" * 20 + f"edit {i}\n"
-            if op == "write" or not exists:
-                ws.apply(meta, [Write(src, body.encode())])
-            elif op == "delete":
-                ws.apply(meta, [Delete(src)])
-            elif op in ("move", "ext-move") and ws.blob_id(dst) is None and src != dst:
-                if op == "move":
-                    ws.apply(meta, [Move(src, dst)])
-                else:
-                    (root / dst).parent.mkdir(exist_ok=True)
-                    (root / src).rename(root / dst)
-                    ws.commit_external([src, dst])
-            else:
-                (root / src).write_text(body + "external\n")
-                ws.commit_external([src])
+            with ws.group() if grouped and i % 3 == 0 else contextlib.nullcontext():
+                _run_op(ws, root, i, op, a, b)
         incremental = _snapshot(ws)
         ws.rebuild()
         assert _snapshot(ws) == incremental
@@ -200,3 +208,30 @@ def test_documents_of_one_folder(ws: Workspace) -> None:
     )
     assert [d.path for d in ws.documents(under="ai/")] == ["ai/b.md", "ai/notes/a.md"]
     assert {"aim.md", "ai.md", "notes/ai/e.md"} <= {d.path for d in ws.documents()}
+
+
+def test_the_store_records_its_own_commits_without_reading_them_back(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writes, creations and removals are recorded from what was staged, alone and in a
+    group; a command that adds and removes files (a move: renames to pair) is replayed.
+    Either way the sidecar equals a rebuilt one."""
+    ws.apply(M, [Write("a.md", b"a"), Write("b.md", b"b")])
+    replayed: list[str] = []
+    replay = indexer.replay
+
+    def counted(repo: Any, side: Any, commit: Any, *args: Any, **kwargs: Any) -> list[str]:
+        replayed.append(str(commit.id))
+        return replay(repo, side, commit, *args, **kwargs)
+
+    monkeypatch.setattr(indexer, "replay", counted)
+    ws.apply(M, [Write("a.md", b"a2"), Write("c.md", b"c")])
+    with ws.group():
+        ws.apply(M, [Delete("b.md")])
+        ws.apply(M, [Write("a.md", b"a3")])
+    assert replayed == []
+    moved = ws.apply(M, [Move("a.md", "d/a.md")])
+    assert replayed == [moved.commit]
+    incremental = _snapshot(ws)
+    ws.rebuild()
+    assert _snapshot(ws) == incremental
