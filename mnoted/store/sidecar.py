@@ -66,7 +66,7 @@ _SET_META = (
     "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
 )
 
-IdempotencyRow = tuple[str, str | None, str, str, str | None]
+_IdempotencyRow = tuple[str, str | None, str, str, str | None]
 
 
 @dataclass
@@ -85,7 +85,7 @@ class _Later:
     commands: list[tuple[object, ...]] = field(default_factory=list)
     index: list[str] = field(default_factory=list)
     meta: dict[str, str | None] = field(default_factory=dict)
-    idempotency: dict[str, IdempotencyRow] = field(default_factory=dict)
+    idempotency: dict[str, _IdempotencyRow] = field(default_factory=dict)
 
     def rows(self) -> int:
         return len(self.changes) + len(self.commands) + len(self.index)
