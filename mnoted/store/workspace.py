@@ -943,8 +943,10 @@ class Workspace:
         files: list[tuple[str, tuple[str, int] | None, tuple[str, int] | None]] | None = []
         for t in targets:
             found = trees.object_at(base, t.path)
-            old = (str(found.id), found.filemode) if found is not None else None
-            if found is not None and found.type != pygit2.GIT_OBJECT_BLOB:
+            old = None
+            if found is not None and found.type == pygit2.GIT_OBJECT_BLOB:
+                old = (str(found.id), found.filemode)
+            elif found is not None:
                 files = None  # a folder or a submodule there: the sidecar diffs the trees
             if t.data is None:
                 entries[t.path] = None
