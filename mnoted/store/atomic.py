@@ -10,7 +10,9 @@ the write cannot redirect it out of the workspace.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from mnoted.errors import PathRejected
 from mnoted.store import dirfd
@@ -23,6 +25,21 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+_T = TypeVar("_T")
+
+
+def in_folder(folder: str, action: Callable[[], _T]) -> _T:
+    """``action`` (a system call on a name in ``folder``), again once ``folder`` and its
+    parents are made if it failed for want of them: folders the store's own writes need
+    (lock tokens, reflogs, packs) are made on first use or when removed, not checked with a
+    ``mkdir`` before every write."""
+    try:
+        return action()
+    except FileNotFoundError:
+        os.makedirs(folder, exist_ok=True)
+        return action()
 
 
 def make_dirs(root: Path, folder: Path) -> None:

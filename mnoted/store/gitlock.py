@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mnoted.errors import LockBusy, StorageError
-from mnoted.store.atomic import fsync_dir
+from mnoted.store.atomic import fsync_dir, in_folder
 from mnoted.store.spares import Spares
 
 TOKEN_DIR = "mnote/locks"
@@ -86,7 +86,7 @@ def acquire(
     dest = os.fspath(target)
     rel = os.path.relpath(dest, gitdir)
     token = f"{tokens}/{urllib.parse.quote(rel, safe='')}.{os.getpid()}.{secrets.token_hex(6)}"
-    fd = _make_token(tokens, token, spares)
+    fd = in_folder(tokens, lambda: _make_token(tokens, token, spares))
     try:
         os.write(fd, content)
         if sync:
@@ -98,11 +98,8 @@ def acquire(
     delay = 0.002
     while True:
         try:
-            try:
-                os.link(token, lock)
-            except FileNotFoundError:  # the lock's folder is missing (a branch's first ref)
-                os.makedirs(os.path.dirname(lock), exist_ok=True)
-                os.link(token, lock)
+            # (the lock's folder is missing for a branch's first ref)
+            in_folder(os.path.dirname(lock), lambda: os.link(token, lock))
             return HeldLock(dest, lock, token)
         except FileExistsError:
             if time.monotonic() >= deadline:
@@ -123,19 +120,7 @@ def acquire(
 
 
 def _make_token(tokens: str, token: str, spares: Spares | None) -> int:
-    """Create the token file (a spare renamed, when ``spares`` has one); its open fd.
-
-    The tokens' folder is made only when it is found missing (its first use, or removed
-    since): a ``mkdir`` before each lock costs a failed system call and an exception.
-    """
-    try:
-        return _create(tokens, token, spares)
-    except FileNotFoundError:
-        os.makedirs(tokens, exist_ok=True)
-        return _create(tokens, token, spares)
-
-
-def _create(tokens: str, token: str, spares: Spares | None) -> int:
+    """Create the token file (a spare renamed, when ``spares`` has one); its open fd."""
     spare = spares.take(os.stat(tokens).st_dev) if spares is not None else None
     if spare is None:
         return os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)

@@ -38,7 +38,7 @@ from pathlib import Path
 import pygit2
 
 from mnoted.store import dirfd, durable, faults
-from mnoted.store.atomic import fsync_dir
+from mnoted.store.atomic import fsync_dir, in_folder
 from mnoted.store.spares import Spare, Spares
 
 STORED_FROM = 64 * 1024
@@ -232,11 +232,7 @@ class PackWrite:
     ) -> None:
         pack, idx, self.name = _assemble(entries)
         self._folder = folder = os.fspath(pack_dir)  # strings: a pack is made on every write
-        try:
-            dev = os.stat(folder).st_dev
-        except FileNotFoundError:
-            os.mkdir(folder)
-            dev = os.stat(folder).st_dev
+        dev = in_folder(folder, lambda: os.stat(folder).st_dev)
         self._tmp_idx = f"{folder}/{TMP_IDX}{self.name}"
         # temporary name, spare (or None), fd
         self._made: list[tuple[str, Spare | None, int]] = []

@@ -11,10 +11,12 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from functools import partial
 from pathlib import Path
 
 from mnoted.errors import WorkspaceInvalid
 from mnoted.store import gitlock
+from mnoted.store.atomic import in_folder
 from mnoted.store.spares import Spares
 
 ZERO = "0" * 40
@@ -164,11 +166,7 @@ def _append_reflog(  # best effort, not synced: the reflog is a convenience, not
     for name in (refname, "HEAD"):
         log = f"{logs}/{name}"
         with contextlib.suppress(OSError):
-            try:
-                fd = os.open(log, _APPEND, 0o644)
-            except FileNotFoundError:  # the log's folder is made on first use only
-                os.makedirs(os.path.dirname(log), exist_ok=True)
-                fd = os.open(log, _APPEND, 0o644)
+            fd = in_folder(os.path.dirname(log), partial(os.open, log, _APPEND, 0o644))
             try:
                 os.write(fd, data)
             finally:
