@@ -24,17 +24,53 @@ from mnoted.store.sidecar import _SCHEMA, Sidecar
 PATHS = ["a.md", "b.md", "c/d.md", "e.txt"]
 DOCS = ["doc_1", "doc_2", "a.md", "c/d.md"]  # ids may look like paths (a pinned id)
 KEYS = ["k1", "k2"]
+COMMITS = ["c1", "c2", "c3"]
 
 operation = st.one_of(
-    st.tuples(st.just("put"), st.sampled_from(PATHS), st.sampled_from([*DOCS, None])),
+    st.tuples(
+        st.just("put"),
+        st.sampled_from(PATHS),
+        st.sampled_from([*DOCS, None]),
+        st.sampled_from(COMMITS),
+    ),
     st.tuples(st.just("drop"), st.sampled_from(PATHS)),
-    st.tuples(st.just("idem"), st.sampled_from(KEYS)),
+    st.tuples(st.just("idem"), st.sampled_from(KEYS), st.just("hash"), st.sampled_from(COMMITS)),
     st.tuples(st.just("begin")),
     st.tuples(st.just("commit")),
     st.tuples(st.just("rollback")),
     st.tuples(st.just("clear")),
     st.tuples(st.just("look"), st.sampled_from(DOCS), st.sampled_from(KEYS)),
 )
+
+
+def _apply(side: Sidecar, op: tuple) -> None:
+    kind = op[0]
+    if kind == "begin":
+        side.begin()
+    elif kind == "commit":
+        side.commit()
+    elif kind == "rollback":
+        side.rollback()
+    elif kind == "put":
+        side.put_file(op[1], op[3], op[3], op[2])
+    elif kind == "drop":
+        side.drop_file(op[1])
+    elif kind == "change":
+        side.add_change(op[1], op[2], op[2], None, "M")
+    elif kind == "command":
+        side.add_command(CommandRecord(op[1], f"cmd-{op[1]}", "s", None, None, op[2], 0, {}))
+    elif kind == "index":
+        side.mark_index_pending([op[1]])
+    elif kind == "unindex":
+        side.clear_index_pending([op[1]])
+    elif kind == "idem":
+        side.put_idempotency(op[1], op[2], op[3], f"cmd-{op[3]}", None)
+    elif kind == "result":
+        side.set_result(op[1], op[2], op[3])
+    elif kind == "meta":
+        side.set_meta("indexed_head", op[1])
+    elif kind == "clear":
+        side.clear_derived()
 
 
 def _truth_path(side: Sidecar, doc: str) -> str | None:
@@ -57,25 +93,12 @@ def test_kept_answers_equal_the_tables(tmp_path_factory: object, ops: list[tuple
     folder: Path = tmp_path_factory.mktemp("side")  # type: ignore[attr-defined]
     side = Sidecar.open(folder / "side.sqlite3")
     try:
-        for n, op in enumerate(ops):
-            kind = op[0]
-            if kind == "put":
-                side.put_file(op[1], f"{n:040x}", f"{n:040x}", op[2])
-            elif kind == "drop":
-                side.drop_file(op[1])
-            elif kind == "idem":
-                side.put_idempotency(op[1], "hash", f"{n:040x}", f"cmd{n}", None)
-            elif kind == "begin":
-                side.begin()
-            elif kind == "commit" and side._depth:
-                side.commit()
-            elif kind == "rollback":
-                side.rollback()
-            elif kind == "clear":
-                side.clear_derived()
-            elif kind == "look":
+        for op in ops:
+            if op[0] == "look":
                 assert side.path_of_doc(op[1]) == _truth_path(side, op[1])
                 assert (side.idempotency(op[2]) is not None) == _truth_key(side, op[2])
+            elif op[0] not in ("commit", "rollback") or side._depth:
+                _apply(side, op)
         for doc in DOCS:
             assert side.path_of_doc(doc) == _truth_path(side, doc)
         for key in KEYS:
@@ -95,6 +118,9 @@ def test_a_renamed_document_is_found_at_its_new_path(tmp_path: Path) -> None:
     assert side.path_of_doc("doc_x") == "new.md"
     side.rollback()
     assert side.path_of_doc("doc_x") == "old.md"
+    side.put_file("old.md", "b2", "r3", "doc_y")  # the path now holds another document
+    assert side.path_of_doc("doc_x") is None
+    assert side.path_of_doc("doc_y") == "old.md"
     side.close()
 
 
@@ -169,32 +195,6 @@ class _Reference:
                 sql(f"DELETE FROM {table}")
 
 
-def _apply(side: Sidecar, op: tuple) -> None:
-    kind = op[0]
-    if kind == "begin":
-        side.begin()
-    elif kind == "commit":
-        side.commit()
-    elif kind == "rollback":
-        side.rollback()
-    elif kind == "change":
-        side.add_change(op[1], op[2], op[2], None, "M")
-    elif kind == "command":
-        side.add_command(CommandRecord(op[1], f"cmd-{op[1]}", "s", None, None, op[2], 0, {}))
-    elif kind == "index":
-        side.mark_index_pending([op[1]])
-    elif kind == "unindex":
-        side.clear_index_pending([op[1]])
-    elif kind == "idem":
-        side.put_idempotency(op[1], op[2], op[3], f"cmd-{op[3]}", None)
-    elif kind == "result":
-        side.set_result(op[1], op[2], op[3])
-    elif kind == "meta":
-        side.set_meta("indexed_head", op[1])
-    elif kind == "clear":
-        side.clear_derived()
-
-
 def _dump(conn: sqlite3.Connection) -> dict[str, list[tuple]]:
     return {
         "changes": list(conn.execute("SELECT * FROM changes ORDER BY seq")),
@@ -205,7 +205,6 @@ def _dump(conn: sqlite3.Connection) -> dict[str, list[tuple]]:
     }
 
 
-COMMITS = ["c1", "c2", "c3"]
 written = st.one_of(
     st.tuples(st.just("begin")),
     st.tuples(st.just("commit")),
