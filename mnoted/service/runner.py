@@ -40,6 +40,7 @@ from mnoted.sync import (
     SettledBatch,
     Watcher,
     WatcherConfig,
+    changes_by_git,
 )
 
 log = logging.getLogger("mnoted.runner")
@@ -131,7 +132,7 @@ class WorkspaceRunner:
                 # Watches first, then the pass: an edit made meanwhile is seen by one of
                 # them, and the watcher's "started" signal needs no second pass.
                 self._start_watcher()
-            self._reconcile("startup")
+            self._reconcile("startup", first=True)
             self._maintainer = Maintainer(
                 self.ws.maintenance,
                 lambda: self.ws.last_write if self.ws else 0.0,
@@ -426,18 +427,19 @@ class WorkspaceRunner:
     def _pending(self, path: str) -> bool:
         return self.watcher is not None and self.watcher.is_pending(path)
 
-    def _reconcile(self, reason: str, *, signal: int | None = None) -> int:
+    def _reconcile(self, reason: str, *, signal: int | None = None, first: bool = False) -> int:
         """Commit every difference between the working tree and HEAD, found by content.
 
         A watcher's signal (its generation ``signal``) needs no pass of its own if a full
-        pass began after it: that pass saw everything the lost events were about.
+        pass began after it: that pass saw everything the lost events were about. The
+        ``first`` pass, at start-up, asks the ``git`` command (``mnoted.sync.gitstatus``).
         """
         assert self.ws is not None
         if signal is not None and signal <= self._reconciled_generation:
             return 0
         self._last_reconcile = time.monotonic()
         generation = self.watcher.health().reconcile_generation if self.watcher else None
-        found = self.ws.scan_changes()
+        found = self.ws.scan_changes(whole_tree=changes_by_git if first else None)
         made = self.commit_paths(found, reason)
         self._unsettled = set(found)
         if self.watcher is not None and generation is not None:

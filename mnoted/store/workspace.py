@@ -521,7 +521,11 @@ class Workspace:
         return self._side.find_commands(*given[0])
 
     def scan_changes(
-        self, paths: Iterable[str] | None = None, *, shallow: Iterable[str] = ()
+        self,
+        paths: Iterable[str] | None = None,
+        *,
+        shallow: Iterable[str] = (),
+        whole_tree: Callable[[Path], set[str] | None] | None = None,
     ) -> list[str]:
         """Paths whose disk content differs from HEAD (edits made while nobody watched).
 
@@ -529,17 +533,29 @@ class Workspace:
         and the folders of ``shallow`` (their own entries). As ``git status``: tracked files
         changed or deleted, untracked files not ignored, and paths whose index entry differs
         from HEAD. The walk goes through folder fds and hashes only files whose stat differs
-        from the index (:mod:`mnoted.store.scan`).
+        from the index (:mod:`mnoted.store.scan`). ``whole_tree`` is another way to find
+        them in the whole tree, asked once the index is in step with HEAD; where it returns
+        None, the tree is walked (the daemon's start-up pass asks the ``git`` command,
+        ``mnoted.sync.gitstatus``).
         """
         self.refresh()
         self.flush_index()
-        index = self._index_stat()
-        walk = scan.Walk(self.root, index, self._stats, self._git_ignored)
         shallow = list(shallow)
+        paths = None if paths is None else list(paths)
+        if paths == [] and not shallow:
+            return []  # nothing to look at: the index is not even parsed
+        found: set[str] | None = None
         if paths is None and not shallow:
-            walk.tree("")
-            found = walk.result() | self._staged(index)
+            if whole_tree is not None:
+                found = whole_tree(self.root)
+            if found is None:
+                index = self._index_stat()
+                walk = scan.Walk(self.root, index, self._stats, self._git_ignored)
+                walk.tree("")
+                found = walk.result() | self._staged(index)
         else:
+            index = self._index_stat()
+            walk = scan.Walk(self.root, index, self._stats, self._git_ignored)
             walk.paths(p for p in dict.fromkeys(paths or ()) if p and not is_internal(p))
             for folder in dict.fromkeys(shallow):
                 if not folder or not is_internal(folder):

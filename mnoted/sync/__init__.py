@@ -14,6 +14,7 @@ from mnoted.sync.debounce import (
     SettledBatch,
     SettledChange,
 )
+from mnoted.sync.gitstatus import changes_by_git
 from mnoted.sync.ignore import IgnoreReason, IgnoreRules
 from mnoted.sync.own_writes import ABSENT, OwnWrites, blob_id, read_blob_id
 from mnoted.sync.watcher import (
@@ -46,5 +47,6 @@ __all__ = [
     "WatcherHealth",
     "WatcherState",
     "blob_id",
+    "changes_by_git",
     "read_blob_id",
 ]

@@ -66,10 +66,10 @@ def _count_full_scans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     full_scans: list[int] = []
     real = Workspace.scan_changes
 
-    def counting(ws: Workspace, paths=None, *, shallow=()):  # type: ignore[no-untyped-def]
+    def counting(ws: Workspace, paths=None, *, shallow=(), **kw):  # type: ignore[no-untyped-def]
         if paths is None and not shallow:
             full_scans.append(1)
-        return real(ws, paths, shallow=shallow)
+        return real(ws, paths, shallow=shallow, **kw)
 
     monkeypatch.setattr(Workspace, "scan_changes", counting)
     return full_scans
@@ -268,6 +268,36 @@ def test_one_full_pass_at_start_covers_the_watchers_start_signal(
         r.submit(lambda: None).result()
         assert full_scans == [1]
         assert r.watcher is not None and not r.watcher.health().needs_reconcile
+    finally:
+        r.stop()
+
+
+@pytest.mark.parametrize("git_there", [True, False])
+def test_the_start_up_pass_asks_git_and_later_passes_walk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, git_there: bool
+) -> None:
+    """Without the ``git`` command the start-up pass walks the tree and commits the same."""
+    from mnoted.service import runner as runner_module
+    from mnoted.sync import gitstatus
+
+    root = tmp_path / "ws"
+    Workspace.init(root).close()
+    (root / "while-down.md").write_text("# Typed while the daemon was down\n")
+    asked: list[set[str] | None] = []
+
+    def counting(at: Path) -> set[str] | None:
+        asked.append(gitstatus.changes_by_git(at, None if git_there else str(at / "no-git")))
+        return asked[-1]
+
+    monkeypatch.setattr(runner_module, "changes_by_git", counting)
+    r = WorkspaceRunner(root, Service(), RunnerConfig(watch=False))
+    r.start()
+    try:
+        assert asked == [{"while-down.md"} if git_there else None]
+        assert git(root, "log", "-1", "--name-only", "--format=").split() == ["while-down.md"]
+        (root / "later.md").write_text("later\n")
+        assert r.reconcile().result() == 1
+        assert len(asked) == 1
     finally:
         r.stop()
 

@@ -5,7 +5,8 @@ The property test builds random trees (committed by ``git`` itself, whose index 
 data, or by mnoted, whose index entries carry none), changes them the ways editors and shells
 do (edits of the same size, deletes, new and ignored files, mode changes, symlinks, a file
 turned into a folder, changes staged with ``git add``) and checks that the scan finds exactly
-the paths ``git status --porcelain`` lists.
+the paths ``git status --porcelain`` lists, and that the start-up pass, which asks the
+``git`` command itself (``mnoted.sync.gitstatus``), finds the same.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from hypothesis import strategies as st
 from mnoted.store import CommandMeta, Workspace, Write, indexstat, scan
 from mnoted.store.paths import is_internal
 from mnoted.store.statcache import StatCache
+from mnoted.sync.gitstatus import changes_by_git
 from tests.store.conftest import git
 
 EXAMPLES = int(os.environ.get("MNOTE_SCAN_EXAMPLES", "40"))
@@ -99,11 +101,11 @@ def apply_op(root: Path, op: tuple[str, str, Any]) -> None:
 )
 @given(
     initial=st.dictionaries(paths, st.sampled_from(CONTENTS), min_size=1, max_size=10),
-    by_git=st.booleans(),
+    git_made=st.booleans(),
     changes=st.lists(ops, max_size=8),
 )
 def test_scan_equals_git_status(
-    initial: dict[str, str], by_git: bool, changes: list[tuple[str, str, Any]]
+    initial: dict[str, str], git_made: bool, changes: list[tuple[str, str, Any]]
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "notes"
@@ -111,11 +113,11 @@ def test_scan_equals_git_status(
         (root / ".gitignore").write_text((root / ".gitignore").read_text() + "*.log\nign/\n")
         for rel, text in initial.items():
             write(root, rel, text)
-        if by_git:  # git's index entries carry stat data
+        if git_made:  # git's index entries carry stat data
             git(root, "add", "-A")
             git(root, "commit", "-q", "-m", "notes")
         with Workspace.open(root) as ws:
-            if not by_git:  # mnoted's entries carry none
+            if not git_made:  # mnoted's entries carry none
                 ws.commit_external(ws.scan_changes())
                 ws.idle()
             assert ws.scan_changes() == []
@@ -123,6 +125,7 @@ def test_scan_equals_git_status(
             for op in changes:
                 apply_op(root, op)
             ours = ws.scan_changes()
+            assert ws.scan_changes(whole_tree=changes_by_git) == ours  # the start-up pass's way
             assert set(ours) == git_changed(root)  # git status also refreshes the index
             assert set(ws.scan_changes()) == set(ours)
             assert set(ws.scan_changes(["a", "c", "x.md"])) == {
@@ -352,5 +355,6 @@ def test_a_submodule_and_a_nested_repository_are_not_ours(tmp_path: Path) -> Non
     write(root, "sub/o.md", "edited inside the submodule\n")
     with Workspace.open(root) as ws:
         assert ws.scan_changes() == []
+        assert ws.scan_changes(whole_tree=changes_by_git) == []
         assert ws.scan_changes(["sub", "nested"]) == []
     assert git_changed(root) == {"sub", "nested/"}  # git lists both; mnoted commits neither

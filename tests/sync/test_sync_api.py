@@ -32,6 +32,7 @@ def test_public_api_is_pinned() -> None:
             "WatcherHealth",
             "WatcherState",
             "blob_id",
+            "changes_by_git",
             "read_blob_id",
         ]
     )
