@@ -16,6 +16,7 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m compileall -q mnoted
 	@touch $(STAMP)
 
 run: $(STAMP)
