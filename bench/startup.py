@@ -96,6 +96,7 @@ def time_daemon(root: Path, base: Path, env: dict[str, str], settle: float, page
             str(sock),
         ],
         env=env,
+        cwd=base,  # `-m` looks in the working folder first: not in a source tree
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -132,8 +133,18 @@ def main() -> None:
     parser.add_argument(
         "--settle", type=float, default=2.0, help="seconds idle before the second memory reading"
     )
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="another mnoted source tree (a `git worktree` of an earlier commit): its daemon "
+        "and this one's are started in turns on the same repository, --rounds times each",
+    )
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    compileall.compile_dir(Path(mnoted.__file__).parent, quiet=1)
+    here = Path(mnoted.__file__).parent
+    compileall.compile_dir(here, quiet=1)
+    if args.against is not None:
+        compileall.compile_dir(args.against / "mnoted", quiet=1)
     limit = Path("/proc/sys/fs/inotify/max_user_watches")
     if limit.exists():
         print(f"fs.inotify.max_user_watches = {int(limit.read_text()):,}")
@@ -152,6 +163,9 @@ def main() -> None:
             build_packed_repo(root, size, env)
             Workspace.init(root).close()
             page = root / rel_path(0)
+            if args.against is not None:
+                compare(root, base, env, page, {"this": here.parent, "against": args.against}, args)
+                continue
             cold = time_daemon(root, base, env, args.settle, page)
             warm = time_daemon(root, base, env, args.settle, page)
             t0 = time.perf_counter()
@@ -180,6 +194,27 @@ def main() -> None:
                     f"watcher {start.watcher.get('state')}, "
                     f"{start.watcher.get('watchCount', 0):,} watches"
                 )
+
+
+def compare(
+    root: Path,
+    base: Path,
+    env: dict[str, str],
+    page: Path,
+    trees: dict[str, Path],
+    args: argparse.Namespace,
+) -> None:
+    """Two source trees' daemons started in turns: seconds to ready and RSS when ready."""
+    print(f"{len(list(root.glob('*/*/*.md'))):>7,} pages, daemons started in turns:")
+    seen: dict[str, list[Start]] = {name: [] for name in trees}
+    for _ in range(args.rounds):
+        for name, tree in trees.items():
+            tree_env = {**env, "PYTHONPATH": str(tree)}
+            seen[name].append(time_daemon(root, base, tree_env, 0.0, page))
+    for name, starts in seen.items():
+        times = ", ".join(f"{s.seconds:.2f}" for s in starts)
+        memory = ", ".join(f"{s.ready[0]:.0f}" for s in starts)
+        print(f"  {name:<8} {trees[name]!s:<28} ready {times} s | RSS {memory} MB")
 
 
 if __name__ == "__main__":
