@@ -301,7 +301,7 @@ def bench_size(
             client.request("POST", "/v1/tools/call", client.envelope(tool, "page.md"))
             # Bodies made beforehand (each call has its own ids), sent and read raw, taking
             # turns with the round trip; then both through the project's client
-            # (http.client, a new connection, json.loads of the answer).
+            # (mnoted.cli.client: a kept connection, the answer parsed by pydantic_core).
             bodies = iter(
                 [json.dumps(client.envelope(tool, "page.md")).encode() for _ in range(writes)]
             )

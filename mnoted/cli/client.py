@@ -8,11 +8,9 @@ set-up on both sides, about a third of a millisecond a call here.
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import os
 import select
-import socket
 import threading
 import uuid
 from pathlib import Path
@@ -20,6 +18,7 @@ from typing import Any
 
 import pydantic_core
 
+from mnoted.cli.wire import BadAnswer, Connection, Dropped
 from mnoted.contract.tools import lookup
 from mnoted.server.locations import config_dir, default_socket_path, owner_token
 
@@ -43,19 +42,7 @@ def _safe_to_repeat(method: str, body: Any) -> bool:
     return spec is not None and (not spec.writes or bool(body.get("idempotencyKey")))
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: Path, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self.unix_path = str(path)
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        sock.connect(self.unix_path)
-        self.sock = sock
-
-
-def _closed_by_peer(conn: _UnixConnection) -> bool:
+def _closed_by_peer(conn: Connection) -> bool:
     """Whether an idle kept connection was closed by the daemon (its keep-alive timeout, a
     restart): readable while no request is pending means end of file, or bytes that no
     request asked for. Either way it is not used again."""
@@ -83,10 +70,10 @@ class Client:
         )
         self.timeout = timeout
         self.session = f"cli_{os.getpid()}"
-        self._idle: list[_UnixConnection] = []
+        self._idle: list[Connection] = []
         self._lock = threading.Lock()
 
-    def _take(self) -> tuple[_UnixConnection, bool]:
+    def _take(self) -> tuple[Connection, bool]:
         """A kept connection that is still open, else a new one; and whether it was kept."""
         with self._lock:
             while self._idle:
@@ -94,9 +81,9 @@ class Client:
                 if not _closed_by_peer(conn):
                     return conn, True
                 conn.close()
-        return _UnixConnection(self.socket_path, self.timeout), False
+        return Connection(self.socket_path, self.timeout), False
 
-    def _keep(self, conn: _UnixConnection) -> None:
+    def _keep(self, conn: Connection) -> None:
         with self._lock:
             if len(self._idle) < self.max_idle:
                 self._idle.append(conn)
@@ -130,47 +117,35 @@ class Client:
         conn, kept = self._take()
         try:
             try:
-                response, raw = self._exchange(conn, method, path, data, headers)
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                answer = conn.exchange(method, path, data, headers)
+            except (Dropped, BrokenPipeError, ConnectionResetError):
                 conn.close()
                 if not (kept and _safe_to_repeat(method, body)):
                     raise
-                conn = _UnixConnection(self.socket_path, self.timeout)
-                response, raw = self._exchange(conn, method, path, data, headers)
+                conn = Connection(self.socket_path, self.timeout)
+                answer = conn.exchange(method, path, data, headers)
         except (FileNotFoundError, ConnectionRefusedError) as exc:
             conn.close()
             raise Unreachable(self.socket_path, type(exc).__name__) from None
         except OSError as exc:
             conn.close()
             raise Unreachable(self.socket_path, str(exc)) from None
-        except http.client.HTTPException as exc:
+        except BadAnswer as exc:
             conn.close()
             raise Unreachable(self.socket_path, f"{type(exc).__name__}: {exc}") from None
-        if response.will_close:
+        if answer.will_close:
             conn.close()
         else:
             self._keep(conn)
         try:
             # pydantic's parser (imported anyway, with the tool specs): a 30 KB page answer in
             # a third of json.loads' time.
-            return response.status, pydantic_core.from_json(raw)
+            return answer.status, pydantic_core.from_json(answer.body)
         except ValueError:
-            return response.status, {
+            return answer.status, {
                 "ok": False,
-                "error": {"code": "mnote_http", "message": raw.decode(errors="replace")},
+                "error": {"code": "mnote_http", "message": answer.body.decode(errors="replace")},
             }
-
-    @staticmethod
-    def _exchange(
-        conn: _UnixConnection,
-        method: str,
-        path: str,
-        data: bytes | None,
-        headers: dict[str, str],
-    ) -> tuple[http.client.HTTPResponse, bytes]:
-        conn.request(method, path, body=data, headers=headers)
-        response = conn.getresponse()
-        return response, response.read()
 
     def envelope(
         self,
