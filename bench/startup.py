@@ -164,7 +164,8 @@ def main() -> None:
             Workspace.init(root).close()
             page = root / rel_path(0)
             if args.against is not None:
-                compare(root, base, env, page, {"this": here.parent, "against": args.against}, args)
+                trees = {"this": here.parent, "against": args.against}
+                compare(root, base, env, page, trees, size, args.rounds)
                 continue
             cold = time_daemon(root, base, env, args.settle, page)
             warm = time_daemon(root, base, env, args.settle, page)
@@ -202,12 +203,13 @@ def compare(
     env: dict[str, str],
     page: Path,
     trees: dict[str, Path],
-    args: argparse.Namespace,
+    size: int,
+    rounds: int,
 ) -> None:
     """Two source trees' daemons started in turns: seconds to ready and RSS when ready."""
-    print(f"{len(list(root.glob('*/*/*.md'))):>7,} pages, daemons started in turns:")
+    print(f"{size:>7,} pages, daemons started in turns:")
     seen: dict[str, list[Start]] = {name: [] for name in trees}
-    for _ in range(args.rounds):
+    for _ in range(rounds):
         for name, tree in trees.items():
             tree_env = {**env, "PYTHONPATH": str(tree)}
             seen[name].append(time_daemon(root, base, tree_env, 0.0, page))

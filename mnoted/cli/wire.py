@@ -70,7 +70,7 @@ class Connection:
             status, fields, version = self._head()
             if not 100 <= status < 200:
                 break
-        if method == "HEAD" or status in (204, 304):
+        if status in (204, 304):
             data = b""
             to_end = False
         elif "chunked" in fields.get("transfer-encoding", "").lower():
@@ -99,15 +99,13 @@ class Connection:
         return True
 
     def _head(self) -> tuple[int, dict[str, str], str]:
-        first = True
         while (end := self._buf.find(b"\r\n\r\n")) < 0:
             if len(self._buf) > HEAD_LIMIT:
                 raise BadAnswer("the answer's headers are too long")
             if not self._fill():
-                if first and not self._buf:
+                if not self._buf:
                     raise Dropped("the daemon closed the connection without answering")
                 raise BadAnswer("the connection ended inside the answer's headers")
-            first = False
         head = bytes(self._buf[:end]).decode("latin-1")
         del self._buf[: end + 4]
         status_line, *rest = head.split("\r\n")

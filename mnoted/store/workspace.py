@@ -544,23 +544,20 @@ class Workspace:
         paths = None if paths is None else list(paths)
         if paths == [] and not shallow:
             return []  # nothing to look at: the index is not even parsed
-        found: set[str] | None = None
-        if paths is None and not shallow:
-            if whole_tree is not None:
-                found = whole_tree(self.root)
-            if found is None:
-                index = self._index_stat()
-                walk = scan.Walk(self.root, index, self._stats, self._git_ignored)
-                walk.tree("")
-                found = walk.result() | self._staged(index)
-        else:
+        whole = paths is None and not shallow
+        found = whole_tree(self.root) if whole and whole_tree is not None else None
+        if found is None:
             index = self._index_stat()
             walk = scan.Walk(self.root, index, self._stats, self._git_ignored)
-            walk.paths(p for p in dict.fromkeys(paths or ()) if p and not is_internal(p))
-            for folder in dict.fromkeys(shallow):
-                if not folder or not is_internal(folder):
-                    walk.folder(folder)
-            found = walk.result() | self._staged_at(index, walk.seen)
+            if whole:
+                walk.tree("")
+                found = walk.result() | self._staged(index)
+            else:
+                walk.paths(p for p in dict.fromkeys(paths or ()) if p and not is_internal(p))
+                for folder in dict.fromkeys(shallow):
+                    if not folder or not is_internal(folder):
+                        walk.folder(folder)
+                found = walk.result() | self._staged_at(index, walk.seen)
         out = []
         for path in found:
             if is_internal(path):
