@@ -74,22 +74,18 @@ def pack_object_ids(idx: Path) -> list[str]:
     return [data[start + 24 * i + 4 : start + 24 * (i + 1)].hex() for i in range(count)]
 
 
-def _merge_small_packs(gitdir: Path, packs: list[Path]) -> int:
+def _merge_small_packs(gitdir: Path, found: list[Path]) -> int:
     """Merge every pack but the largest into one; return how many were merged.
 
     Rewriting only the smaller packs keeps the cost of a merge proportional to recent
     history, not to the whole repository (the largest pack is left as it is).
     """
-    largest = max(packs, key=lambda p: p.stat().st_size)
-    small = [p for p in packs if p != largest]
+    largest = max(found, key=lambda p: p.stat().st_size)
+    small = [p for p in found if p != largest]
     oids = sorted({h for p in small for h in pack_object_ids(p.with_suffix(".idx"))})
     if _write_pack(gitdir, [pygit2.Oid(hex=h) for h in oids]) != len(oids):
         return 0
-    for pack in small:
-        for suffix in (".idx", ".rev", ".pack"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(pack.with_suffix(suffix))
-    fsync_dir(gitdir / "objects" / "pack")
+    packs.retire(gitdir / "objects" / "pack", [p.name[5:-5] for p in small])
     return len(small)
 
 

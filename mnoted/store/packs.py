@@ -33,6 +33,7 @@ import struct
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pygit2
@@ -362,14 +363,46 @@ def merge_packs(pack_dir: Path, names: Sequence[str]) -> tuple[str, int] | None:
     if not entries:
         return None
     merged = PackWrite(pack_dir, list(entries.values())).install()
-    for name in found:
-        if name == merged:
-            continue
-        for suffix in (".idx", ".rev", ".pack"):  # the index first: Git sees no pack without one
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(pack_dir / f"pack-{name}{suffix}")
-    fsync_dir(pack_dir)
+    retire(pack_dir, [name for name in found if name != merged])
     return merged, len(entries)
+
+
+def retired_dir(pack_dir: Path) -> Path:
+    """Where packs merged away wait to be deleted (``.git/mnote/retired``: in the git
+    directory, so on the pack folder's file system)."""
+    return pack_dir.parent.parent / "mnote" / "retired"
+
+
+def retire(pack_dir: Path, names: Iterable[str]) -> None:
+    """Take packs ``names`` out of ``pack_dir`` (each index first: Git sees no pack without
+    one) into :func:`retired_dir`, then sync ``pack_dir``.
+
+    They are not deleted yet: the writer's repository still has them open, and ext4 frees a
+    deleted file when its last reference goes. For merged packs that was the writer's own
+    object database, dropped when it takes the merge in: 6-7 ms for 16 small packs on this
+    project's machine, a stall of one command in every 16 landings. Files still linked
+    here are only closed then (0.13 ms); :func:`drop_retired` frees them after, on the merge
+    thread.
+    """
+    retired = retired_dir(pack_dir)
+    for name in names:
+        for suffix in (".idx", ".rev", ".pack"):
+            src, dst = pack_dir / f"pack-{name}{suffix}", retired / f"pack-{name}{suffix}"
+            with contextlib.suppress(FileNotFoundError):  # (no .rev; removed meanwhile)
+                in_folder(str(retired), partial(os.rename, src, dst))
+    fsync_dir(pack_dir)
+
+
+def drop_retired(pack_dir: Path) -> None:
+    """Delete the retired packs (once no repository of this process has them open)."""
+    retired = retired_dir(pack_dir)
+    try:
+        names = os.listdir(retired)
+    except FileNotFoundError:
+        return
+    for name in names:
+        with contextlib.suppress(OSError):
+            os.unlink(retired / name)
 
 
 def staging_dir(pack_dir: Path) -> Path:
@@ -408,6 +441,7 @@ def recover(pack_dir: Path) -> None:
     rename, so it is put into place too (from the staging folder as well); every other
     temporary file is deleted.
     """
+    drop_retired(pack_dir)
     staging = staging_dir(pack_dir)
     if staging.is_dir():
         for entry in os.listdir(staging):

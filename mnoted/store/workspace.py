@@ -164,7 +164,7 @@ class Workspace:
         self._staging = packs.Staging(None)
         # Files made ahead on a thread of their own, written instead of created (spares).
         self._spares = Spares(root / STATE_DIR / SPARES_DIR)
-        self._reopen_objects()
+        self._reopen_objects(retired=False)  # (opening drops them: `_recover`)
         self._levels: list[list[str]] = [[]]  # the packs this store wrote, by merge level
         self._pack_lock = threading.Lock()  # maintenance() and the writer's merges
         self._odb_stale = False  # maintenance() removed packs the repository still lists
@@ -284,8 +284,9 @@ class Workspace:
             self._spares.close()
             self._journal.close()
             self._side.close()
-            os.close(self._lock_fd)
             self._repo.free()
+            packs.drop_retired(self._pack_dir)  # no repository of ours has them open now
+            os.close(self._lock_fd)
 
     def __enter__(self) -> Workspace:
         return self
@@ -1166,9 +1167,7 @@ class Workspace:
                 return
             if self._merge_job is None:
                 names, self._levels[level] = self._levels[level], []
-                if self._merge_thread is None:
-                    self._merge_thread = ThreadPoolExecutor(1, thread_name_prefix="mnoted-packs")
-                self._merge_job = (self._merge_thread.submit(self._merge, names), level, names)
+                self._merge_job = (self._merger().submit(self._merge, names), level, names)
             if not wait or not self._collect_merge(block=True):
                 return
 
@@ -1204,14 +1203,24 @@ class Workspace:
         self._reopen_objects()
         return True
 
-    def _reopen_objects(self) -> None:
+    def _reopen_objects(self, *, retired: bool = True) -> None:
         """Give the repository a fresh object database: libgit2 keeps listing (and holding
-        open) packs that were merged and deleted, and would search them on every miss."""
+        open) packs that were merged away, and would search them on every miss. With
+        ``retired``, those packs are deleted next, on the merge thread (:func:`packs.retire`
+        says why not before)."""
         self._odb_stale = False
         self._staging = packs.Staging(self._staging)  # a backend belongs to one database
         odb = pygit2.Odb(str(self.gitdir / "objects"))
         odb.add_backend(self._staging, _STAGING_PRIORITY)
         self._repo.set_odb(odb)
+        if retired:
+            self._merger().submit(packs.drop_retired, self._pack_dir)
+
+    def _merger(self) -> ThreadPoolExecutor:
+        """The merge thread (started the first time)."""
+        if self._merge_thread is None:
+            self._merge_thread = ThreadPoolExecutor(1, thread_name_prefix="mnoted-packs")
+        return self._merge_thread
 
     @contextlib.contextmanager
     def group(self) -> Iterator[None]:

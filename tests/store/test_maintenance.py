@@ -56,9 +56,12 @@ def test_many_packs_are_merged(tmp_path: Path) -> None:
         assert len(packs) <= MAX_PACKS
         listed = {h for p in packs for h in pack_object_ids(p.with_suffix(".idx"))}
         assert git(root, "rev-parse", "HEAD").strip() in listed
+        retired = list((root / ".git/mnote/retired").iterdir())
+        assert len(retired) >= 2 * report.merged_packs  # kept while the writer has them open
         ws.idle()  # drops the merged packs from the writer's object database
         ws.apply(CommandMeta("x", actor="hermes"), [Write("p.md", b"after")])
         assert ws.read_head("p.md") == b"after"
+    assert list((root / ".git/mnote/retired").iterdir()) == []
     git(root, "fsck", "--strict")
     assert_clean(root)
 
