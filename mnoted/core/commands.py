@@ -36,6 +36,9 @@ class EditResult:
     before: Page
     changed_block_ids: list[str]
     details: dict[str, Any] = field(default_factory=dict)
+    # Lines known equal at the head and at the tail of ``before`` and ``page`` (an edit that
+    # knows where it changed the text says so): the diff compares only what lies between.
+    same_ends: tuple[int, int] = (0, 0)
 
     @property
     def changed(self) -> bool:
@@ -43,7 +46,7 @@ class EditResult:
 
     @cached_property
     def diff(self) -> str:
-        return unified_diff(self.before, self.page)
+        return unified_diff(self.before, self.page, same_ends=self.same_ends)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -54,16 +57,19 @@ class EditResult:
         }
 
 
-def _common_ends(a: Source, b: Source) -> tuple[int, int]:
-    """How many lines ``a`` and ``b`` share at their head and at their tail.
+def _common_ends(a: Source, b: Source, known: tuple[int, int] = (0, 0)) -> tuple[int, int]:
+    """How many lines ``a`` and ``b`` share at their head and at their tail, at least
+    ``known`` (what an edit knows it left alone is not compared again).
 
     Compared a chunk of lines at a time (the comparison runs in C, and unchanged lines are
     the very same string objects), then line by line inside the first chunk that differs:
     a one-line edit of a 1 MB page costs about one pass over the line lists.
     """
     n = min(len(a), len(b))
-    head = _shared(a.lines, a.ends, b.lines, b.ends, n, forward=True)
-    tail = _shared(a.lines, a.ends, b.lines, b.ends, n - head, forward=False)
+    head = _shared(a.lines, a.ends, b.lines, b.ends, n, forward=True, start=min(known[0], n))
+    tail = _shared(
+        a.lines, a.ends, b.lines, b.ends, n - head, forward=False, start=min(known[1], n - head)
+    )
     return head, tail
 
 
@@ -75,8 +81,10 @@ def _shared(
     limit: int,
     *,
     forward: bool,
+    start: int = 0,
 ) -> int:
-    """Lines equal (text and ending) from the start (or the end) of both, at most ``limit``."""
+    """Lines equal (text and ending) from the start (or the end) of both, at most ``limit``;
+    the first ``start`` of them are known equal."""
     na, nb = len(la), len(lb)
 
     def span(k: int, size: int) -> bool:  # the ``size`` lines after the first ``k`` agree
@@ -85,7 +93,7 @@ def _shared(
         ia, ib = na - k - size, nb - k - size
         return la[ia : na - k] == lb[ib : nb - k] and ea[ia : na - k] == eb[ib : nb - k]
 
-    k, chunk = 0, 1024
+    k, chunk = start, 1024
     while k < limit:
         size = min(chunk, limit - k)
         if span(k, size):
@@ -105,13 +113,13 @@ def _diff_lines(src: Source, start: int, stop: int) -> list[str]:
 
 
 def _opcodes(
-    a: Source, b: Source, context: int
+    a: Source, b: Source, context: int, same_ends: tuple[int, int]
 ) -> tuple[list[tuple[str, int, int, int, int]], list[str], list[str], int]:
     """difflib's opcodes for ``a`` → ``b``, matching only the part between the common
     head and tail (a one-line edit of a 1 MB page compares lines, no sequence match).
 
     Also the lines of both sides from ``offset`` on (what the hunks can show)."""
-    head, tail = _common_ends(a, b)
+    head, tail = _common_ends(a, b, same_ends)
     offset = max(0, head - context)
     la = _diff_lines(a, offset, len(a) - max(0, tail - context))
     lb = _diff_lines(b, offset, len(b) - max(0, tail - context))
@@ -164,11 +172,17 @@ def _range(start: int, stop: int) -> str:
     return str(first) if length == 1 else f"{first},{length}"
 
 
-def unified_diff(before: Page, after: Page, context: int = 3) -> str:
-    """The change as a unified diff of the file (LF endings), like ``diff -u``."""
+def unified_diff(
+    before: Page, after: Page, context: int = 3, *, same_ends: tuple[int, int] = (0, 0)
+) -> str:
+    """The change as a unified diff of the file (LF endings), like ``diff -u``.
+
+    ``same_ends``: lines known equal at the head and at the tail of both (see
+    :attr:`EditResult.same_ends`); the diff is the same, found with less comparing.
+    """
     if before.source.lines == after.source.lines and before.source.ends == after.source.ends:
         return ""
-    ops, a, b, k = _opcodes(before.source, after.source, context)
+    ops, a, b, k = _opcodes(before.source, after.source, context, same_ends)
     name = before.name or "page.md"
     out = [f"--- a/{name}\n", f"+++ b/{name}\n"]
     for group in _groups(ops, context):

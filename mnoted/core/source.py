@@ -64,6 +64,12 @@ class Source:
         return counts.most_common(1)[0][0] if counts else "\n"
 
     @cached_property
+    def newlines(self) -> int:
+        """How many LFs :attr:`normalized` holds: every line but an unterminated one ends
+        in one there (kept through :meth:`replace_lines`, so an edit need not count them)."""
+        return len(self.ends) - self.ends.count("")
+
+    @cached_property
     def text(self) -> str:
         ends = self.ends
         if ends:
@@ -130,6 +136,12 @@ class Source:
             out.__dict__["newline"] = nl
         if normalized is not None:
             out.__dict__["normalized"] = normalized
+        if "newlines" in self.__dict__:
+            before = self.ends[max(0, start - 1) : end]
+            after = ends[max(0, start - 1) : start + len(new)]
+            out.__dict__["newlines"] = (
+                self.newlines - len(before) + before.count("") + len(after) - after.count("")
+            )
         return out
 
     def with_normalized_text(self, new_text: str) -> Source:

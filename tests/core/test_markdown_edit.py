@@ -6,6 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mnoted.core.commands import unified_diff
 from mnoted.core.markdown_edit import markdown_edit
 from mnoted.core.page import parse_page
 from mnoted.core.source import Source
@@ -103,6 +104,8 @@ def test_result_is_the_text_replacement(
     text = page.source.normalized
     if not text:
         return
+    if data.draw(st.booleans()):
+        assert page.source.newlines == text.count("\n")  # (then kept through the splice)
     a = data.draw(st.integers(0, len(text) - 1))
     b = data.draw(st.integers(a + 1, len(text)))
     replace = data.draw(st.sampled_from(["", "X", "\n", "Y\nZ", "- new item"]))
@@ -116,7 +119,46 @@ def test_result_is_the_text_replacement(
     joined = Source(done.lines, done.ends, done.bom)
     assert done.normalized == joined.normalized
     assert done.text == joined.text
+    assert done.newlines == joined.newlines == joined.normalized.count("\n")
     assert_consistent(result.page)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.sampled_from(["a", "b", "c", "", "- x", "# h", "> q"]), min_size=1, max_size=12),
+    st.sampled_from(["\n", "\r\n"]),
+    st.booleans(),
+    st.data(),
+)
+def test_the_lines_an_edit_left_alone_are_what_its_diff_skips(
+    lines: list[str], nl: str, final: bool, data: st.DataObject
+) -> None:
+    page = parse_page((nl.join(lines) + (nl if final else "")).encode())
+    text = page.source.normalized
+    edits = []
+    for _ in range(data.draw(st.integers(1, 3))):
+        if not text:
+            break
+        a = data.draw(st.integers(0, len(text) - 1))
+        b = data.draw(st.integers(a + 1, len(text)))
+        replace = data.draw(st.sampled_from(["", "X", "\n", "Y\nZ", "- new item", "a"]))
+        edits.append({"search": text[a:b], "replace": replace})
+        text = text[:a] + replace + text[b:]
+    if not edits:
+        return
+    try:
+        result = markdown_edit(page, edits)
+    except EditMismatch:
+        return
+    old, new = page.source, result.page.source
+    head, tail = result.same_ends
+    assert (old.lines[:head], old.ends[:head]) == (new.lines[:head], new.ends[:head])
+    assert tail <= min(len(old), len(new)) - head
+    assert (old.lines[len(old) - tail :], old.ends[len(old) - tail :]) == (
+        new.lines[len(new) - tail :],
+        new.ends[len(new) - tail :],
+    )
+    assert result.diff == unified_diff(page, result.page)  # as found with no hint
 
 
 def test_a_code_fence_that_loses_its_closing_line_is_reported_changed() -> None:

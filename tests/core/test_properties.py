@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from mnoted.core import commands as C
 from mnoted.core.markdown_edit import markdown_edit
 from mnoted.core.page import parse_page
+from mnoted.core.source import Source
 from mnoted.errors import EditMismatch, InvalidTreeOperation, MnoteError
 from tests.core.helpers import assert_consistent
 
@@ -161,3 +162,21 @@ def test_command_sequences_keep_a_valid_tree_and_untouched_blocks(data: Any, doc
             if not any(d.id in changed for d in [*block.walk(), *nb.walk()]):
                 assert new.source.lines[nb.start : nb.end] == old_lines[block.start : block.end]
         page = new
+
+
+@given(
+    st.lists(st.sampled_from(["", "a", "- b", "# c"]), max_size=8),
+    st.sampled_from(["\n", "\r\n", "\r"]),
+    st.booleans(),
+    st.lists(st.sampled_from(["", "x", "> y"]), max_size=3),
+    st.data(),
+)
+def test_a_splice_keeps_the_count_of_newlines(
+    lines: list[str], nl: str, final: bool, new: list[str], data: Any
+) -> None:
+    source = Source.from_data(nl.join(lines) + (nl if final else ""))
+    start = data.draw(st.integers(0, len(source)))
+    end = data.draw(st.integers(start, len(source)))
+    assert source.newlines == source.normalized.count("\n")  # computed, then carried
+    out = source.replace_lines(start, end, new)
+    assert out.newlines == out.normalized.count("\n")
