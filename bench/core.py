@@ -23,7 +23,7 @@ from markdown_it import MarkdownIt
 
 from mnoted.core import commands as C
 from mnoted.core.markdown_edit import markdown_edit
-from mnoted.core.page import parse_page
+from mnoted.core.page import Page, parse_page
 
 _SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"
 # Beside the repository, as the tests find it; else where MNOTE_CORPUS says (a clone elsewhere).
@@ -66,6 +66,15 @@ def row(label: str, ours: tuple[float, float], base: tuple[float, float] | None)
     print(text)
 
 
+MARKER_EDIT = [{"search": "mnoted bench marker A", "replace": "mnoted bench marker B"}]
+
+
+def _with_diff(page: Page, edits: list[dict[str, str]]) -> C.EditResult:
+    result = markdown_edit(page, edits)
+    assert result.diff
+    return result
+
+
 def bench_size(size: int, repeat: int, renderer: MarkdownIt) -> None:
     data = build_page(size)
     repeat = repeat or max(5, min(50, 2_000_000 // size))
@@ -80,6 +89,7 @@ def bench_size(size: int, repeat: int, renderer: MarkdownIt) -> None:
         timed(lambda: parse_page(data, "bench.md"), repeat),
         timed(lambda: renderer.parse(data.decode()), repeat),
     )
+    marked = parse_page(data + b"\nmnoted bench marker A\n", "bench.md")
     spec = {"type": "paragraph", "text": "A paragraph an agent wrote."}
     words = para.text.split()
     search = " ".join(words[:4]) if len(words) >= 4 else para.text
@@ -92,6 +102,8 @@ def bench_size(size: int, repeat: int, renderer: MarkdownIt) -> None:
             lambda: markdown_edit(page, [{"search": search, "replace": search.upper()}]),
         ),
         ("update_options", lambda: C.update_options(page, {"wideLayout": True})),
+        # What the daemon's write bench sends: a line at the end, answered with its diff.
+        ("markdown_edit, end + diff", lambda: _with_diff(marked, MARKER_EDIT)),
     ]
     for label, run in cases:
         try:
