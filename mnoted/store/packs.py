@@ -346,7 +346,8 @@ def _pack_entries(pack_dir: Path, name: str) -> list[_Entry] | None:
 
 def merge_packs(pack_dir: Path, names: Sequence[str]) -> tuple[str, int] | None:
     """Copy the entries of packs ``names`` (full objects, as :func:`write_pack` makes) into
-    one new durable pack, then delete them; its name and object count (None: nothing left).
+    one new durable pack, then :func:`retire` them; its name and object count (None: nothing
+    left).
 
     Entries are copied as they are (nothing is inflated or deflated again). A pack another
     program removed meanwhile is skipped: its objects are in the pack that replaced it.
