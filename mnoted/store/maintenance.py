@@ -85,7 +85,7 @@ def _merge_small_packs(gitdir: Path, found: list[Path]) -> int:
     oids = sorted({h for p in small for h in pack_object_ids(p.with_suffix(".idx"))})
     if _write_pack(gitdir, [pygit2.Oid(hex=h) for h in oids]) != len(oids):
         return 0
-    packs.retire(gitdir / "objects" / "pack", [p.name[5:-5] for p in small])
+    packs.retire(gitdir / "objects" / "pack", [p.stem.removeprefix("pack-") for p in small])
     return len(small)
 
 

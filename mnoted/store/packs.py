@@ -33,7 +33,6 @@ import struct
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 import pygit2
@@ -386,11 +385,11 @@ def retire(pack_dir: Path, names: Iterable[str]) -> None:
     thread.
     """
     retired = retired_dir(pack_dir)
+    retired.mkdir(parents=True, exist_ok=True)
     for name in names:
         for suffix in (".idx", ".rev", ".pack"):
-            src, dst = pack_dir / f"pack-{name}{suffix}", retired / f"pack-{name}{suffix}"
             with contextlib.suppress(FileNotFoundError):  # (no .rev; removed meanwhile)
-                in_folder(str(retired), partial(os.rename, src, dst))
+                os.rename(pack_dir / f"pack-{name}{suffix}", retired / f"pack-{name}{suffix}")
     fsync_dir(pack_dir)
 
 
