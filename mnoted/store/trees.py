@@ -40,11 +40,14 @@ def entry_at(tree: pygit2.Tree | None, path: str) -> tuple[str, int] | None:
 
 def build(
     repo: pygit2.Repository,
-    base: pygit2.Tree | None,
+    base: pygit2.Oid | None,
     changes: Mapping[str, Entry],
 ) -> pygit2.Oid:
-    """The id of ``base`` with ``changes`` applied (paths are normalised, '/'-separated)."""
-    return _build(repo, base, changes)[0]
+    """The id of tree ``base`` with ``changes`` applied (paths are normalised, '/'-separated),
+    its new trees written to ``repo``."""
+    tree = repo[base] if base is not None else None
+    assert tree is None or isinstance(tree, pygit2.Tree)
+    return _build(repo, tree, changes)[0]
 
 
 def _build(

@@ -162,6 +162,7 @@ class Workspace:
             self._pack_dir.mkdir()
             fsync_dir(self._pack_dir.parent)
         self._staging = packs.Staging(None)
+        self._writer = packs.object_writer(self._staging, repo)  # new trees and commits
         # Files made ahead on a thread of their own, written instead of created (spares).
         self._spares = Spares(root / STATE_DIR / SPARES_DIR)
         self._reopen_objects(retired=False)  # (opening drops them: `_recover`)
@@ -284,6 +285,7 @@ class Workspace:
             self._spares.close()
             self._journal.close()
             self._side.close()
+            self._writer.free()
             self._repo.free()
             packs.drop_retired(self._pack_dir)  # no repository of ours has them open now
             os.close(self._lock_fd)
@@ -973,12 +975,12 @@ class Workspace:
             steps.append(FileStep(t.path, old[0] if old else None, new[0] if new else None, t.mode))
             if files is not None:
                 files.append((t.path, old, new))
-        tree_id = trees.build(self._repo, base, entries)
+        tree_id = trees.build(self._writer, base.id if base is not None else None, entries)
         author = self._author(meta)
         committer = pygit2.Signature(COMMITTER.name, COMMITTER.email)
         text = message.format_message(meta, subject_paths)
         parents = [pygit2.Oid(hex=parent)] if parent else []
-        commit_id = self._repo.create_commit(None, author, committer, text, tree_id, parents)
+        commit_id = self._writer.create_commit(None, author, committer, text, tree_id, parents)
         result = CommitResult(
             str(commit_id), meta.command_id, parent, tuple(t.path for t in targets)
         )
@@ -993,13 +995,10 @@ class Workspace:
         )
 
     def _write_blob(self, data: bytes) -> pygit2.Oid:
-        """Stage a blob; a large one is hashed by OpenSSL's SHA-1 and staged directly
-        (libgit2's collision-detecting SHA-1 took ~4 ms for a 1 MB page, 3x longer)."""
-        if len(data) < packs.STORED_FROM:
-            return self._repo.create_blob(data)
+        """Stage a blob, hashed by OpenSSL's SHA-1 (libgit2's collision-detecting SHA-1 took
+        ~4 ms for a 1 MB page, 3x longer), even if a pack has it (``packs.WriteThrough``)."""
         oid = pygit2.Oid(hex=blob_id(data))
-        if oid not in self._repo.odb:
-            self._staging.add(oid, pygit2.GIT_OBJECT_BLOB, data)
+        self._staging.add(oid, pygit2.GIT_OBJECT_BLOB, data)
         return oid
 
     def _land(self, staged: list[_Staged]) -> tuple[Entry, FileWrites | None] | None:
