@@ -145,6 +145,8 @@ class Workspace:
         self._needs_recovery = False
         self._closed = False
         self._group: _Group | None = None
+        # The last landing's files, in place, their folders' syncs under way (`_settle`).
+        self._settling: FileWrites | None = None
         self._ref_stamp: object = None  # refs.stamp when HEAD was last read
         self.on_write: Callable[[str, str | None], object] | None = None
         """Told each path and blob id (None: removed) just before the store writes it, so a
@@ -274,9 +276,15 @@ class Workspace:
             return
         try:
             if threading.get_ident() == self._owner:
+                try:
+                    self._settle()
+                except MnoteError as exc:  # the journal stays: the next open completes it
+                    log.warning("closing with a landing unsettled: %s", exc.message)
                 with contextlib.suppress(LockBusy):
                     self.flush_index()
         finally:
+            if self._settling is not None:
+                self._settling.close()
             if self._index_thread is not None:
                 self._index_thread.shutdown(wait=True)
             if self._merge_thread is not None:
@@ -761,6 +769,7 @@ class Workspace:
     def idle(self, *, background: bool = False) -> None:
         """Called by the writer thread when it has nothing queued: refresh the Git index
         (with ``background``, on a thread of its own: :meth:`refresh_index_soon`)."""
+        self._settle()
         if background:
             self.refresh_index_soon()
         else:
@@ -882,17 +891,21 @@ class Workspace:
             if self._group is not None:
                 self._group.checked = True
         if self._needs_recovery:
-            try:
-                self._recover()
-            except BaseException as exc:
-                self._needs_recovery = True  # tried again by the next command
-                if isinstance(exc, OSError):
-                    raise StorageError(
-                        f"completing an interrupted command failed: {exc.strerror or exc}",
-                        errno=exc.errno,
-                    ) from exc
-                raise
+            self._recover_now()
         self.refresh()
+
+    def _recover_now(self) -> None:
+        """:meth:`_recover`, its failure a :class:`StorageError` (tried again next time)."""
+        try:
+            self._recover()
+        except BaseException as exc:
+            self._needs_recovery = True  # tried again by the next command
+            if isinstance(exc, OSError):
+                raise StorageError(
+                    f"completing an interrupted command failed: {exc.strerror or exc}",
+                    errno=exc.errno,
+                ) from exc
+            raise
 
     def _head_tree(self) -> pygit2.Tree | None:
         if self._head is None:
@@ -1014,6 +1027,7 @@ class Workspace:
         names do: recovery drops a journaled commit whose objects are missing, and the
         branch moves only after all of them.
         """
+        self._settle()  # (the one journal is the last landing's until its folders are synced)
         wrote_pack = len(self._staging) > 0
         pack = (  # synced on the fsync pool while the branch is locked and the files written
             packs.PackWrite(self._pack_dir, packs.entries_of(self._staging.objects()), self._spares)
@@ -1116,7 +1130,13 @@ class Workspace:
         self, entry: Entry, writes: FileWrites | None, record: Callable[[], object]
     ) -> None:
         """After the branch moved: put the files in place (``writes``: already written under
-        temporary names and synced), ``record`` in the sidecar, drop the journal."""
+        temporary names and synced) and ``record`` in the sidecar.
+
+        The command is durable once its journal is: were the new names lost, recovery would
+        put the files in place again. So the syncs of the files' folders (and the branch's)
+        end, and the journal is dropped, in :meth:`_settle`, before the next landing writes
+        the journal: neither the answer nor the next commands wait for them meanwhile.
+        """
         try:
             if self.on_write is not None:
                 for step in entry.files:
@@ -1130,10 +1150,11 @@ class Workspace:
             faults.point("files-written")
             record()
             faults.point("sidecar-updated")
-            if writes is not None:
-                writes.wait()
-            self._journal.clear()
-            faults.point("journal-cleared")
+            if writes is None:
+                self._journal.clear()
+                faults.point("journal-cleared")
+            else:
+                self._settling, writes = writes, None
         except OSError as exc:
             self._needs_recovery = True
             raise StorageError(
@@ -1150,6 +1171,25 @@ class Workspace:
         self._merge_packs(2 * PACKS_PER_LEVEL, wait=True)
         if diverged:
             self.commit_external(diverged)
+
+    def _settle(self) -> None:
+        """Finish the last landing: once its files' folders are durable, drop its journal
+        entry. If a sync failed, recovery syncs them again from the journal, here and now
+        (a :class:`StorageError` if it cannot: the journal stays for the next try)."""
+        writes, self._settling = self._settling, None
+        if writes is None:
+            return
+        try:
+            writes.wait()
+            self._journal.clear()
+            faults.point("journal-cleared")
+        except OSError as exc:
+            log.warning("a landed command was not settled: %s", exc)
+            self._needs_recovery = True
+        finally:
+            writes.close()
+        if self._needs_recovery:
+            self._recover_now()
 
     def _merge_packs(self, at: int, *, wait: bool) -> None:
         """Merge a level of the store's packs that holds ``at`` packs or more into one pack
@@ -1293,6 +1333,9 @@ class Workspace:
 
     def _recover(self) -> None:
         """Complete or drop a command a crash interrupted (see ``docs/store.md``)."""
+        settling, self._settling = self._settling, None
+        if settling is not None:  # (its entry is the journal's, completed here)
+            settling.close()
         packs.recover(self._pack_dir)
         entry = self._journal.read()
         self._needs_recovery = False
@@ -1324,6 +1367,10 @@ class Workspace:
         diverged = materialize(self._repo, self.root, entry) if landed else []
         for step in entry.files:
             remove_temp_files(self.root.joinpath(*step.path.split("/")).parent)
+        if landed:  # the new names of files put in place before the crash, and the branch's
+            folders = {self.root.joinpath(*s.path.split("/")).parent for s in entry.files}
+            folders.add((self.gitdir / branch).parent)
+            durable.sync_paths(sorted(f for f in folders if f.is_dir()))
         indexer.advance(self._repo, self._side, self._head, self._branch)
         self._journal.clear()
         if diverged:

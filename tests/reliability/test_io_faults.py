@@ -23,7 +23,6 @@ STEPS = [
     "file-written",
     "files-written",
     "sidecar-updated",
-    "journal-cleared",
 ]
 ERRNOS = [errno.ENOSPC, errno.EIO, errno.EROFS]
 
@@ -69,6 +68,23 @@ def test_a_fault_once_is_reported_and_recovered(h: Harness, step: str, code: int
     assert ok["audit"]["commandId"] in ids_in_history(h)
     text = (h.root / "notes/plan.md").read_text()
     assert text.count("During the fault.") <= 1 and text.endswith("After the fault.\n")
+    check(h)
+
+
+@pytest.mark.parametrize("code", ERRNOS, ids=lambda c: errno.errorcode[c])
+def test_a_fault_after_the_answer_fails_no_write(h: Harness, code: int) -> None:
+    """A command is durable once its journal is: its answer waits neither for its folders'
+    syncs nor for its journal entry to go (the next landing does both first). A fault there
+    fails no write; the next landing completes the command from its journal."""
+    doc = h.doc("notes/plan.md")
+    faults.arm_error("journal-cleared", code, times=1)
+    first = h.write("mnote.page.save", documentId=doc, content=["Before."], mode="append")
+    assert first["ok"], first["error"]
+    second = h.write("mnote.page.save", documentId=doc, content=["After."], mode="append")
+    assert second["ok"], second["error"]
+    ids = ids_in_history(h)
+    assert first["audit"]["commandId"] in ids and second["audit"]["commandId"] in ids
+    assert (h.root / "notes/plan.md").read_text().endswith("Before.\n\nAfter.\n")
     check(h)
 
 
