@@ -6,8 +6,9 @@ has freed many inodes lately (ext4 checks the free inodes it passes when it allo
 0.12-1.2 ms each on this project's machine (``docs/store.md``), against ~0.01 ms to write
 10 KB into a file already open. A :class:`Spares` keeps a stock of empty files, open, in one
 folder (the state folder: ignored by Git, not watched), and refills it on its own thread
-while the writer works. The writer writes into a spare, syncs it and renames it to its
-place: a rename across folders of one file system is as atomic as one inside a folder.
+after each landing, while the writer runs the next commands. The writer writes into a
+spare, syncs it and renames it to its place: a rename across folders of one file system is
+as atomic as one inside a folder.
 
 Spares are only an optimisation: when the stock is empty, or the place is on another file
 system, the writer creates its file in place as before. Spares left by a crash are empty
@@ -109,11 +110,17 @@ class Spares:
             else:
                 os.close(spare.fd)
                 self._drop_stock()
-        self.refill()
+        if found is None:
+            self.refill()  # (otherwise the writer calls refill once its landing is done)
         return found
 
     def refill(self) -> None:
-        """Make spares up to the stock, on the spares' thread (started the first time)."""
+        """Make spares up to the stock, on the spares' thread (started the first time).
+
+        The writer calls it after a landing, not as it takes spares: files created while
+        the landing renamed and synced its own made one agent's writes 10-14% slower
+        (``docs/performance.md``).
+        """
         if self._thread is None:
             self._thread = threading.Thread(target=self._fill, name="mnoted-spares", daemon=True)
             self._thread.start()

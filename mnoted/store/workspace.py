@@ -1168,6 +1168,7 @@ class Workspace:
                 writes.close()
             self._fresh.clear()
         self.last_write = time.monotonic()
+        self._spares.refill()  # what the landing took, made while the next commands run
         self._merge_packs(2 * PACKS_PER_LEVEL, wait=True)
         if diverged:
             self.commit_external(diverged)
