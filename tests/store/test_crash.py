@@ -16,13 +16,16 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mnoted.store import CommandMeta, Workspace, Write, faults
+from mnoted.store import CommandMeta, Workspace, Write, durable, faults
 from mnoted.store.journal import JOURNAL_NAME, Entry, FileStep, Journal
+from mnoted.store.workspace import STATE_DIR
 from tests.store.conftest import assert_clean, git
 
 WRITER = Path(__file__).with_name("crash_writer.py")
@@ -177,6 +180,62 @@ def test_an_edit_made_after_a_crash_is_kept(tmp_path: Path) -> None:
         "external"  # ...and the user's later edit was kept and committed on top
     )
     assert (root / "a.md").read_bytes() == b"user edit after the crash\n"
+    assert_clean(root)
+
+
+def test_an_answered_command_stays_journaled_until_its_folders_are_synced(
+    tmp_path: Path,
+) -> None:
+    """A command is answered once its journal is durable; the journal names it until the
+    syncs of its folders end, which the next landing (or idling) waits for first."""
+    with Workspace.init(tmp_path / "ws") as ws:
+        journal = Journal(ws.state_dir)
+        first = ws.apply(CommandMeta("page.create", actor="hermes"), [Write("a.md", b"v1\n")])
+        assert (ws.root / "a.md").read_bytes() == b"v1\n"
+        assert git(ws.root, "rev-parse", "HEAD").strip() == first.commit
+        named = journal.read()
+        assert named is not None and named.commit == first.commit
+        second = ws.apply(CommandMeta("page.save", actor="hermes"), [Write("a.md", b"v2\n")])
+        named = journal.read()
+        assert named is not None and named.commit == second.commit  # (the first's dropped)
+        ws.idle()
+        assert journal.read() is None
+        journal.close()
+
+
+def test_recovery_syncs_the_folders_of_a_command_it_completes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed after the answer, before its folders were synced: the new names may not have
+    survived a power cut, so recovery syncs them before it drops the journal."""
+    root = tmp_path / "ws"
+    Workspace.init(root).close()
+    script = (
+        "import os, sys\n"
+        "from mnoted.store import CommandMeta, Workspace, Write\n"
+        "ws = Workspace.open(sys.argv[1])\n"
+        "ws.apply(CommandMeta('page.create', actor='hermes'), [Write('notes/a.md', b'v1\\n')])\n"
+        "os._exit(0)  # answered; the journal still names it\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2]))
+    subprocess.run([sys.executable, "-c", script, str(root)], env=env, check=True)
+    journal = Journal(root / STATE_DIR)
+    assert journal.read() is not None
+    synced: list[set[Path]] = []
+    real = durable.sync_paths
+
+    def recorded(paths: Sequence[str | os.PathLike[str]], fds: Sequence[int] = ()) -> None:
+        synced.append({Path(p) for p in paths})
+        real(paths, fds)
+
+    monkeypatch.setattr(durable, "sync_paths", recorded)
+    with Workspace.open(root) as ws:
+        assert ws.read_head("notes/a.md") == b"v1\n"
+        branch = ws.gitdir / ws.branch
+    assert any({root / "notes", branch.parent} <= paths for paths in synced), synced
+    assert journal.read() is None
+    journal.close()
+    assert (root / "notes" / "a.md").read_bytes() == b"v1\n"
     assert_clean(root)
 
 
