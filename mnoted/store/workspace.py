@@ -145,8 +145,8 @@ class Workspace:
         self._needs_recovery = False
         self._closed = False
         self._group: _Group | None = None
-        # The last landing's files, in place, their folders' syncs under way (`_settle`).
-        self._settling: FileWrites | None = None
+        # The last landing, its files in place, their folders' syncs under way (`_settle`).
+        self._settling: tuple[FileWrites, Entry] | None = None
         self._ref_stamp: object = None  # refs.stamp when HEAD was last read
         self.on_write: Callable[[str, str | None], object] | None = None
         """Told each path and blob id (None: removed) just before the store writes it, so a
@@ -284,7 +284,7 @@ class Workspace:
                     self.flush_index()
         finally:
             if self._settling is not None:
-                self._settling.close()
+                self._settling[0].close()
             if self._index_thread is not None:
                 self._index_thread.shutdown(wait=True)
             if self._merge_thread is not None:
@@ -891,21 +891,17 @@ class Workspace:
             if self._group is not None:
                 self._group.checked = True
         if self._needs_recovery:
-            self._recover_now()
+            try:
+                self._recover()
+            except BaseException as exc:
+                self._needs_recovery = True  # tried again by the next command
+                if isinstance(exc, OSError):
+                    raise StorageError(
+                        f"completing an interrupted command failed: {exc.strerror or exc}",
+                        errno=exc.errno,
+                    ) from exc
+                raise
         self.refresh()
-
-    def _recover_now(self) -> None:
-        """:meth:`_recover`, its failure a :class:`StorageError` (tried again next time)."""
-        try:
-            self._recover()
-        except BaseException as exc:
-            self._needs_recovery = True  # tried again by the next command
-            if isinstance(exc, OSError):
-                raise StorageError(
-                    f"completing an interrupted command failed: {exc.strerror or exc}",
-                    errno=exc.errno,
-                ) from exc
-            raise
 
     def _head_tree(self) -> pygit2.Tree | None:
         if self._head is None:
@@ -1154,7 +1150,7 @@ class Workspace:
                 self._journal.clear()
                 faults.point("journal-cleared")
             else:
-                self._settling, writes = writes, None
+                self._settling, writes = (writes, entry), None
         except OSError as exc:
             self._needs_recovery = True
             raise StorageError(
@@ -1175,22 +1171,38 @@ class Workspace:
 
     def _settle(self) -> None:
         """Finish the last landing: once its files' folders are durable, drop its journal
-        entry. If a sync failed, recovery syncs them again from the journal, here and now
-        (a :class:`StorageError` if it cannot: the journal stays for the next try)."""
-        writes, self._settling = self._settling, None
-        if writes is None:
+        entry. A sync that fails is made again; if that fails too, the journal stays (the
+        next write's recovery syncs them) and :class:`StorageError` is raised."""
+        settling, self._settling = self._settling, None
+        if settling is None:
             return
+        writes, entry = settling
         try:
-            writes.wait()
-            self._journal.clear()
-            faults.point("journal-cleared")
+            try:
+                writes.wait()
+            except OSError as exc:
+                log.warning("syncing the folders of %s failed (%s); again", entry.command_id, exc)
+                self._sync_folders(entry)
         except OSError as exc:
-            log.warning("a landed command was not settled: %s", exc)
             self._needs_recovery = True
+            raise StorageError(
+                f"the folders of {entry.command_id} could not be synced: {exc.strerror or exc}",
+                errno=exc.errno,
+            ) from exc
         finally:
             writes.close()
-        if self._needs_recovery:
-            self._recover_now()
+        try:
+            self._journal.clear()
+            faults.point("journal-cleared")
+        except OSError as exc:  # harmless: the next landing writes over it, and recovering
+            # a command that landed syncs its folders again, nothing more
+            log.warning("clearing the journal of %s failed: %s", entry.command_id, exc)
+
+    def _sync_folders(self, entry: Entry) -> None:
+        """Sync the folders a landed command renamed files into, and its branch's folder."""
+        folders = {self.root.joinpath(*step.path.split("/")).parent for step in entry.files}
+        folders.add((self.gitdir / entry.branch).parent)
+        durable.sync_paths(sorted(f for f in folders if f.is_dir()))
 
     def _merge_packs(self, at: int, *, wait: bool) -> None:
         """Merge a level of the store's packs that holds ``at`` packs or more into one pack
@@ -1336,7 +1348,7 @@ class Workspace:
         """Complete or drop a command a crash interrupted (see ``docs/store.md``)."""
         settling, self._settling = self._settling, None
         if settling is not None:  # (its entry is the journal's, completed here)
-            settling.close()
+            settling[0].close()
         packs.recover(self._pack_dir)
         entry = self._journal.read()
         self._needs_recovery = False
@@ -1369,9 +1381,7 @@ class Workspace:
         for step in entry.files:
             remove_temp_files(self.root.joinpath(*step.path.split("/")).parent)
         if landed:  # the new names of files put in place before the crash, and the branch's
-            folders = {self.root.joinpath(*s.path.split("/")).parent for s in entry.files}
-            folders.add((self.gitdir / branch).parent)
-            durable.sync_paths(sorted(f for f in folders if f.is_dir()))
+            self._sync_folders(entry)
         indexer.advance(self._repo, self._side, self._head, self._branch)
         self._journal.clear()
         if diverged:

@@ -74,8 +74,8 @@ def test_a_fault_once_is_reported_and_recovered(h: Harness, step: str, code: int
 @pytest.mark.parametrize("code", ERRNOS, ids=lambda c: errno.errorcode[c])
 def test_a_fault_after_the_answer_fails_no_write(h: Harness, code: int) -> None:
     """A command is durable once its journal is: its answer waits neither for its folders'
-    syncs nor for its journal entry to go (the next landing does both first). A fault there
-    fails no write; the next landing completes the command from its journal."""
+    syncs nor for its journal entry to go (the next landing does both first). A journal
+    that could not be cleared fails no write: the next landing writes over it."""
     doc = h.doc("notes/plan.md")
     faults.arm_error("journal-cleared", code, times=1)
     first = h.write("mnote.page.save", documentId=doc, content=["Before."], mode="append")

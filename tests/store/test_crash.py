@@ -8,6 +8,7 @@ commands in history wrote, no command is half-applied, ``git fsck --strict`` pas
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -23,6 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mnoted.errors import StorageError
 from mnoted.store import CommandMeta, Workspace, Write, durable, faults
 from mnoted.store.journal import JOURNAL_NAME, Entry, FileStep, Journal
 from mnoted.store.workspace import STATE_DIR
@@ -201,6 +203,38 @@ def test_an_answered_command_stays_journaled_until_its_folders_are_synced(
         ws.idle()
         assert journal.read() is None
         journal.close()
+
+
+def test_folders_whose_sync_failed_after_the_answer_are_synced_before_the_next_landing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Workspace.init(tmp_path / "ws") as ws:
+        journal = Journal(ws.state_dir)
+        first = ws.apply(CommandMeta("page.create", actor="hermes"), [Write("a.md", b"v1\n")])
+        settling = ws._settling
+        assert settling is not None
+
+        def failed() -> None:
+            raise OSError(errno.EIO, "the folder's sync failed")
+
+        monkeypatch.setattr(settling[0], "wait", failed)
+        real = durable.sync_paths
+        monkeypatch.setattr(durable, "sync_paths", lambda *a, **k: failed())
+        with pytest.raises(StorageError) as refused:  # synced again, which fails as well
+            ws.apply(CommandMeta("page.save", actor="hermes"), [Write("a.md", b"v2\n")])
+        assert refused.value.details["errno"] == errno.EIO
+        named = journal.read()
+        assert named is not None and named.commit == first.commit  # kept for recovery
+        assert (ws.root / "a.md").read_bytes() == b"v1\n"
+        monkeypatch.setattr(durable, "sync_paths", real)  # the fault clears
+        ws.apply(CommandMeta("page.save", actor="hermes"), [Write("a.md", b"v2\n")])
+        assert (ws.root / "a.md").read_bytes() == b"v2\n"
+        assert git(ws.root, "log", "-2", "--format=%s").splitlines() == [
+            "page.save: a.md",
+            "page.create: a.md",
+        ]
+        journal.close()
+    assert_clean(tmp_path / "ws")
 
 
 def test_recovery_syncs_the_folders_of_a_command_it_completes(
