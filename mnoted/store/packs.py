@@ -131,7 +131,7 @@ class WriteThrough(Staging):
 
     Written through the repository's own object database, each new object cost a search of
     every pack, and then, not found, a reading of the pack folder again (libgit2's
-    ``git_odb_refresh``): ~2.6 µs per pack, 0.17 ms per object with 64 packs, four objects a
+    ``git_odb_refresh``): 2.2-2.6 µs per pack, 0.17 ms per object with 64 packs, four objects a
     command (``docs/performance.md``). Here an object not staged is written, even one some
     pack holds already; merging packs keeps one copy.
     """
