@@ -148,6 +148,7 @@ class Workspace:
         # The last landing, its files in place, their folders' syncs under way (`_settle`).
         self._settling: tuple[FileWrites, Entry] | None = None
         self._ref_stamp: object = None  # refs.stamp when HEAD was last read
+        self._kept_tree: tuple[str, pygit2.Tree] | None = None  # `_head_tree`
         self.on_write: Callable[[str, str | None], object] | None = None
         """Told each path and blob id (None: removed) just before the store writes it, so a
         watcher can recognise the store's own writes (``sync.OwnWrites``)."""
@@ -293,6 +294,7 @@ class Workspace:
             self._spares.close()
             self._journal.close()
             self._side.close()
+            self._kept_tree = None  # (before the repository it belongs to is freed)
             self._writer.free()
             self._repo.free()
             packs.drop_retired(self._pack_dir)  # no repository of ours has them open now
@@ -904,11 +906,19 @@ class Workspace:
         self.refresh()
 
     def _head_tree(self) -> pygit2.Tree | None:
-        if self._head is None:
+        """HEAD's tree (maybe a pending commit's), kept for the next call: a command asks
+        for it four times, each a lookup of the commit and of its tree."""
+        head = self._head
+        if head is None:
             return None
-        commit = self._repo[self._head]
+        kept = self._kept_tree
+        if kept is not None and kept[0] == head:
+            return kept[1]
+        commit = self._repo[head]
         assert isinstance(commit, pygit2.Commit)
-        return commit.tree
+        tree = commit.tree
+        self._kept_tree = (head, tree)
+        return tree
 
     def _commit(
         self,
