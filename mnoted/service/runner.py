@@ -207,30 +207,27 @@ class WorkspaceRunner:
         assert self.ws is not None
         live = [job for job in jobs if job.future.set_running_or_notify_cancel()]
         results: list[Any] = []
-        try:  # (answered as soon as the group is durable, before its records are written)
-            with self._review_batch(), self.ws.group(lambda: _answer(live, results)):
+        try:
+            with self._review_batch(), self.ws.group():
                 results = [job.fn() for job in live]
         except MnoteError as exc:
-            rest = [job for job in live if not job.future.done()]
-            if len(rest) == 1 and not isinstance(exc, Conflict) and rest[0].answer_error:
+            if len(live) == 1 and not isinstance(exc, Conflict) and live[0].answer_error:
                 # one call: its error is its answer (a branch moved by someone else is
                 # retried, as a call on its own would be)
-                rest[0].future.set_result(rest[0].answer_error(exc))
+                live[0].future.set_result(live[0].answer_error(exc))
                 return
-            if rest:
-                log.info(
-                    "%d calls did not land together (%s); running each alone",
-                    len(rest),
-                    exc.message,
-                )
-            for job in rest:
+            log.info(
+                "%d calls did not land together (%s); running each alone", len(live), exc.message
+            )
+            for job in live:
                 job.run(started=True)
             return
         except BaseException as exc:
             for job in live:
-                if not job.future.done():
-                    job.future.set_exception(exc)
+                job.future.set_exception(exc)
             return
+        for job, result in zip(live, results, strict=True):
+            job.future.set_result(result)
         try:
             self.ws.upkeep()  # after the answers: merging packs delays no one
         except MnoteError as exc:
@@ -507,9 +504,3 @@ class _Sink:
         watcher = self.runner.watcher
         signal = watcher.health().reconcile_generation if watcher is not None else None
         self.runner.reconcile(reason.value, signal=signal)
-
-
-def _answer(jobs: list[_Job], results: list[Any]) -> None:
-    """Answer the calls of a group that landed."""
-    for job, result in zip(jobs, results, strict=True):
-        job.future.set_result(result)

@@ -1133,15 +1133,10 @@ class Workspace:
         durable.sync_paths(paths, [self._journal.fd, *files])
 
     def _finish(
-        self,
-        entry: Entry,
-        writes: FileWrites | None,
-        record: Callable[[], object],
-        landed: Callable[[], object] | None = None,
+        self, entry: Entry, writes: FileWrites | None, record: Callable[[], object]
     ) -> None:
         """After the branch moved: put the files in place (``writes``: already written under
-        temporary names and synced), call ``landed`` (the commands are durable and on disk:
-        their answers need not wait for the rest), and ``record`` in the sidecar.
+        temporary names and synced) and ``record`` in the sidecar.
 
         The command is durable once its journal is: were the new names lost, recovery would
         put the files in place again. So the syncs of the files' folders (and the branch's)
@@ -1159,8 +1154,6 @@ class Workspace:
                     self._repo, self.root, entry, self._fresh.get, self._stats, self._spares
                 )
             faults.point("files-written")
-            if landed is not None:
-                _run_callbacks([landed])
             record()
             faults.point("sidecar-updated")
             if writes is None:
@@ -1292,7 +1285,7 @@ class Workspace:
         return self._merge_thread
 
     @contextlib.contextmanager
-    def group(self, landed: Callable[[], object] | None = None) -> Iterator[None]:
+    def group(self) -> Iterator[None]:
         """Land the commands applied inside together: each its own commit, one durability wait.
 
         Inside, each command is staged on the one before (reads see the pending commits,
@@ -1302,9 +1295,7 @@ class Workspace:
         are written. If that fails (the branch moved, an I/O error) the group's sidecar
         changes are rolled back, the error is raised, and the caller runs the commands
         again one at a time (a group that reached the branch is completed from the journal
-        first, and its idempotency keys replay). ``landed`` is called once the group is
-        durable and its files in place, before the sidecar records it and before the
-        callbacks of :meth:`after_landing`: the commands' answers wait for nothing else.
+        first, and its idempotency keys replay).
         """
         self._check_thread()
         if self._group is not None:
@@ -1321,11 +1312,11 @@ class Workspace:
         self._group = None
         if not group.staged:
             self._side.commit()
-            _run_callbacks([*([landed] if landed else []), *group.callbacks])
+            group.run_callbacks()
             return
         try:
-            done = self._land(group.staged)
-            if done is None:
+            landed = self._land(group.staged)
+            if landed is None:
                 raise Conflict(
                     "the branch moved while a group of commands was landing",
                     hint="Another program committed in this workspace; the commands run again.",
@@ -1341,11 +1332,11 @@ class Workspace:
                 errno=exc.errno,
             ) from exc
         try:
-            self._finish(*done, self._side.commit, landed)
+            self._finish(*landed, self._side.commit)
         except BaseException:
             self._side.rollback()
             raise
-        _run_callbacks(group.callbacks)
+        group.run_callbacks()
 
     def after_landing(self, callback: Callable[[], object]) -> None:
         """Run ``callback`` once what was applied so far is durable (now, outside a group)."""
@@ -1451,6 +1442,13 @@ class _Group:
         self.staged.append(staged)
         self.written.update(step.path for step in staged.steps)
 
+    def run_callbacks(self) -> None:
+        for callback in self.callbacks:
+            try:
+                callback()
+            except Exception:  # a listener's bug must not undo a landed write
+                log.exception("a callback after a landed group failed")
+
 
 def _merged(staged: list[_Staged]) -> tuple[FileStep, ...]:
     """One step per path for a run of commits: the first ``old``, the last ``new``."""
@@ -1460,11 +1458,3 @@ def _merged(staged: list[_Staged]) -> tuple[FileStep, ...]:
             first = steps.get(step.path)
             steps[step.path] = step if first is None else replace(step, old=first.old)
     return tuple(steps.values())
-
-
-def _run_callbacks(callbacks: Iterable[Callable[[], object]]) -> None:
-    for callback in callbacks:
-        try:
-            callback()
-        except Exception:  # a listener's bug must not undo a landed write
-            log.exception("a callback after a landed group failed")

@@ -126,27 +126,6 @@ def test_a_group_landing_after_an_error_answers_with_its_commits(
         assert (root / f"p{k}.md").read_text().endswith("marker B\n")
 
 
-def test_a_group_is_answered_once_landed_whatever_fails_after(runner: WorkspaceRunner) -> None:
-    """The answers go out once the group is durable and its files in place: a failure
-    while recording it afterwards (the sidecar here) neither turns them into errors nor
-    runs the calls again (they are not replays of themselves)."""
-    root = runner.root
-    before = git(root, "rev-parse", "HEAD").strip()
-    faults.arm_error("sidecar-updated", errno.EIO, times=1)
-    answers = queued_calls(runner, [edit(k, 0) for k in range(PAGES)])
-    assert all(a["ok"] for a in answers), [a["error"] for a in answers]
-    assert not any(a["audit"]["replayed"] for a in answers)
-    revisions = [a["result"]["revision"] for a in answers]
-    assert git(root, "rev-list", "--reverse", f"{before}..HEAD").split() == revisions
-    for k in range(PAGES):
-        assert (root / f"p{k}.md").read_text() == f"# Page {k}\n\nmarker B\n"
-    # the sidecar's record of them is rebuilt from the history on the next write
-    after = runner.call(edit(0, 1), Actor.owner())
-    assert after["ok"], after["error"]
-    assert git(root, "rev-parse", "HEAD^").strip() == revisions[-1]
-    wait_for(lambda: git(root, "status", "--porcelain") == "")
-
-
 def test_edits_of_one_page_in_a_group_build_on_each_other(runner: WorkspaceRunner) -> None:
     root = runner.root
     answers = queued_calls(runner, [edit(0, n) for n in range(4)])
