@@ -14,6 +14,7 @@ in the folder that was checked (wherever a rename has since put it), never in a 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import os
 import secrets
@@ -145,6 +146,33 @@ def read_at(fd: int, name: str) -> tuple[bytes, os.stat_result] | None:
     finally:
         os.close(file_fd)
     return b"".join(chunks), st
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_renameat2 = getattr(_libc, "renameat2", None)  # glibc 2.28+
+if _renameat2 is not None:
+    _renameat2.argtypes = (
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_uint,
+    )
+RENAME_EXCHANGE = 2
+
+
+def renameat2(src_fd: int, src: str, dst_fd: int, dst: str, flags: int) -> None:
+    """Linux's ``renameat2`` (which ``os`` lacks); OSError(ENOSYS) where libc has none."""
+    if _renameat2 is None:
+        raise OSError(errno.ENOSYS, "renameat2 is not available")
+    if _renameat2(src_fd, os.fsencode(src), dst_fd, os.fsencode(dst), flags) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), dst)
+
+
+def exchange(src_fd: int, src: str, dst_fd: int, dst: str) -> None:
+    """Swap the files at two names in one atomic step (both must exist)."""
+    renameat2(src_fd, src, dst_fd, dst, RENAME_EXCHANGE)
 
 
 def write_all(fd: int, data: bytes) -> None:

@@ -110,13 +110,30 @@ class _Pending:
     fd: int | None = None
     spare: Spare | None = None  # the new file, when it is a spare (``tmp`` is its name)
 
-    def put_in_place(self) -> None:
+    def put_in_place(self, spares: Spares | None, taken_back: list[str]) -> bool:
+        """Rename the new file over the path; False if the file there is no longer the one
+        checked (found only when the new file is a spare exchanged with it: nothing changed).
+        A replaced file that ``spares`` may take back is left at a name added to
+        ``taken_back``."""
         assert self.folder is not None
-        if self.spare is not None:
-            self.spare.place(self.name, self.folder)
-        else:
+        spare = self.spare
+        if spare is None:
             os.rename(self.tmp, self.name, src_dir_fd=self.folder, dst_dir_fd=self.folder)
+            self.tmp = ""
+            return True
+        assert spares is not None
+        old: str | bool | None = False
+        if self.seen is not None and spares.exchanges:
+            old = spares.exchange(spare, self.name, self.folder, self.seen)
+            if old is False and spares.exchanges:
+                return False
+        if old is False:  # nothing there, or the file system cannot exchange
+            spare.place(self.name, self.folder)
+        elif isinstance(old, str):
+            taken_back.append(old)
         self.tmp = ""
+        spares.placed(os.stat(self.name, dir_fd=self.folder, follow_symlinks=False))
+        return True
 
     def drop_temp(self) -> None:
         if self.spare is not None:
@@ -182,6 +199,8 @@ class FileWrites:
         self._folders = _Folders(root)
         self._also: list[str] = []  # folders synced with the files' (the branch's)
         self._syncing: durable.Syncing | None = None
+        self._spares = spares
+        self._taken_back: list[str] = []  # replaced files, spares once the folders are synced
         try:
             for step in steps:
                 try:
@@ -223,7 +242,10 @@ class FileWrites:
                 continue
             if p.tmp:
                 assert p.folder is not None
-                p.put_in_place()
+                if not p.put_in_place(self._spares, self._taken_back):
+                    self.diverged.append(p.path)
+                    p.drop_temp()
+                    continue
                 synced.add(p.folder)
             else:
                 try:
@@ -244,8 +266,16 @@ class FileWrites:
     def wait(self) -> None:
         """Return once the folders :meth:`finish` changed are durable (raise if not)."""
         syncing, self._syncing = self._syncing, None
-        if syncing is not None:
-            syncing.wait()
+        taken_back, self._taken_back = self._taken_back, []
+        if self._spares is None:
+            return
+        try:
+            if syncing is not None:
+                syncing.wait()
+        except BaseException:
+            self._spares.drop_back(taken_back)  # a crash could bring their old names back
+            raise
+        self._spares.take_back(taken_back)
 
     def close(self) -> None:
         """Drop the temporary files not put in place, and the folders' fds."""
@@ -331,7 +361,7 @@ def _prepare(
     mode = 0o755 if step.mode == trees.EXECUTABLE else 0o644
     if stats is not None:
         stats.saw(rel, data, step.new)
-    spare = spares.take(os.fstat(fd).st_dev) if spares is not None else None
+    spare = spares.take(os.fstat(fd).st_dev, used=True) if spares is not None else None
     if spare is None:
         tmp, file_fd = dirfd.write_temp(fd, name, data, mode)
         return _Pending(step.path, parts, name, fd, seen, tmp, file_fd)

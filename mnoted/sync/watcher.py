@@ -255,28 +255,37 @@ class _PrunedWatchGroup(InotifyWatchGroup):
     def on_event(self, event: InotifyEvent) -> None:
         """Drop a file renamed into place that holds what the store said it wrote there
         (:class:`OwnWrites`): the store's own writes, made in a spare file of its state
-        folder (not watched) or in a temporary file beside the page.
+        folder (not watched) or in a temporary file beside the page. A spare exchanged with
+        the page's old file (:mod:`~mnoted.store.spares`) also moves that file out: its
+        ``IN_MOVED_FROM`` is dropped when the page's name holds the store's bytes.
 
         Left in, each of the store's writes woke three more threads to find, a quiet
         period later, that nothing had changed. Any other rename goes on, both halves in
         order, and is settled like an editor's save.
         """
-        if event.is_moved_from and event.name.startswith(_TEMP_NAME) and not event.is_directory:
-            if len(self._own_renames) >= _MAX_OWN_RENAMES:  # halves that never paired
-                for held in self._own_renames.values():
-                    super().on_event(held)
-                self._own_renames.clear()
-            self._own_renames[event.cookie] = event
-            return
+        if event.is_moved_from and not event.is_directory:
+            if event.name.startswith(_TEMP_NAME):
+                if len(self._own_renames) >= _MAX_OWN_RENAMES:  # halves that never paired
+                    for held in self._own_renames.values():
+                        super().on_event(held)
+                    self._own_renames.clear()
+                self._own_renames[event.cookie] = event
+                return
+            if self._holds_own(event):
+                return
         if event.is_moved_to and not event.is_directory:
             moved_from = self._own_renames.pop(event.cookie, None)
-            with self._lock:
-                path = self._build_event_source_path(event)
-            if path is not None and self.monitor is not None and self.monitor._is_own_rename(path):
+            if self._holds_own(event):
                 return
             if moved_from is not None:
                 super().on_event(moved_from)
         super().on_event(event)
+
+    def _holds_own(self, event: InotifyEvent) -> bool:
+        """Whether the name ``event`` is about holds what the store wrote there."""
+        with self._lock:
+            path = self._build_event_source_path(event)
+        return path is not None and self.monitor is not None and self.monitor._is_own_rename(path)
 
     def _add_all_callbacks(self, path: bytes) -> None:
         if path != self.path and os.path.basename(path) in _PRUNED_DIRS:

@@ -1,6 +1,7 @@
-"""The Nth ``fsync``, ``rename`` or ``write`` of a write fails (EIO, ENOSPC), once or from
-then on, wherever it happens: on the writer's thread or on the fsync pool that syncs a
-landing's pack while the branch is locked.
+"""The Nth ``fsync``, ``rename``, ``renameat2`` (a spare exchanged with a page's old file)
+or ``write`` of a write fails (EIO, ENOSPC), once or from then on, wherever it happens: on
+the writer's thread or on the fsync pool that syncs a landing's pack while the branch is
+locked.
 
 The named fault points (``test_io_faults.py``) fail a step; these fail the system calls
 under the steps, each one in turn. Either way: a structured error or a durable commit,
@@ -18,10 +19,12 @@ from typing import Any
 
 import pytest
 
+from mnoted.store import dirfd
 from tests.reliability.test_io_faults import check, ids_in_history
 from tests.service.conftest import Harness
 
-CALLS = ("fsync", "rename", "write", "pwrite")
+CALLS = ("fsync", "rename", "write", "pwrite", "renameat2")
+OWNERS: dict[str, Any] = {"renameat2": dirfd}  # the others: os
 
 
 class Injector:
@@ -30,7 +33,7 @@ class Injector:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.real: Callable[..., Any] = getattr(os, name)
+        self.real: Callable[..., Any] = getattr(OWNERS.get(name, os), name)
         self.calls = 0
         self.fail_from: int | None = None
         self.fail_until: int | None = None  # exclusive; None: from then on
@@ -63,7 +66,7 @@ class Injector:
 @pytest.fixture(params=CALLS)
 def injector(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Injector]:
     inj = Injector(request.param)
-    monkeypatch.setattr(os, request.param, inj)
+    monkeypatch.setattr(OWNERS.get(request.param, os), request.param, inj)
     yield inj
     inj.clear()
 

@@ -3,6 +3,7 @@ file created in place would have been, and a spare never outlives its workspace.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mnoted.store import CommandMeta, Delete, Workspace, Write
+from mnoted.store import CommandMeta, Delete, Workspace, Write, dirfd
 from mnoted.store.spares import FIRST_STOCK, PREFIX, STOCK, Spares
 from mnoted.store.workspace import SPARES_DIR, STATE_DIR
 from tests.store.conftest import assert_clean, git
@@ -191,3 +192,132 @@ def test_a_state_folder_that_cannot_hold_spares_does_not_stop_the_workspace(
         assert os.listdir(outside) == []
     finally:
         ws.close()
+
+
+def held(path: Path) -> int:
+    """An ``O_PATH`` fd on ``path``'s file: it keeps the inode (and its number) without
+    opening the file for reading, so it does not stop the file being taken back."""
+    return os.open(path, os.O_PATH)
+
+
+def test_a_replaced_page_file_is_taken_back_and_written_over(ws: Workspace) -> None:
+    """The second write exchanges its spare with the first write's file; once that landing
+    is durable, a third write writes over it (shorter bytes: nothing of the old left)."""
+    stocked(ws)
+    page = ws.root / "a.md"
+    apply(ws, Write("a.md", b"# A\n\n" + b"first version, long. " * 200), key="1")
+    first = held(page)
+    try:
+        apply(ws, Write("a.md", b"# A\n\nsecond\n"), key="2")
+        assert os.stat(page).st_ino != os.fstat(first).st_ino
+        assert os.fstat(first).st_nlink == 1  # kept, at a spare's name
+        apply(ws, Write("a.md", b"# A\n\nthird\n"), key="3")
+        assert os.stat(page).st_ino == os.fstat(first).st_ino
+    finally:
+        os.close(first)
+    assert page.read_bytes() == b"# A\n\nthird\n"
+    assert stat.S_IMODE(page.stat().st_mode) == 0o644
+    assert git(ws.root, "show", "HEAD:a.md") == "# A\n\nthird\n"
+    ws.idle()
+    assert_clean(ws.root)
+
+
+def test_a_page_file_someone_has_open_is_never_written_over(ws: Workspace) -> None:
+    """A reader holding the old file keeps reading the old bytes, whatever is written next."""
+    stocked(ws)
+    page = ws.root / "a.md"
+    old = b"# A\n\n" + b"what the reader opened. " * 100
+    apply(ws, Write("a.md", old), key="1")
+    with page.open("rb") as reader:
+        for i in range(2, 8):
+            apply(ws, Write("a.md", f"# A\n\nversion {i}\n".encode()), key=str(i))
+            apply(ws, Write(f"other{i}.md", f"# Other {i}\n".encode()), key=f"o{i}")
+        ws.idle()
+        assert reader.read() == old
+        assert os.fstat(reader.fileno()).st_nlink == 0  # removed, not taken back
+    assert page.read_bytes() == b"# A\n\nversion 7\n"
+    assert_clean(ws.root)
+
+
+@pytest.mark.parametrize("change", ["chmod", "xattr", "edited"])
+def test_a_page_file_changed_since_mnoted_wrote_it_is_not_taken_back(
+    ws: Workspace, change: str
+) -> None:
+    """Only a file exactly as mnoted left it is reused: after a mode change, an attribute
+    set by someone, or an editor's save in place, the old file is freed as before."""
+    stocked(ws)
+    page = ws.root / "a.md"
+    apply(ws, Write("a.md", b"# A\n"), key="1")
+    if change == "chmod":
+        page.chmod(0o600)
+    elif change == "xattr":
+        try:
+            os.setxattr(page, "user.tag", b"mine")
+        except OSError:
+            pytest.skip("no user extended attributes on this file system")
+    else:
+        with page.open("r+b") as fh:  # written in place: same inode, new bytes
+            fh.write(b"# B\n")
+        ws.commit_external(["a.md"])
+    first = held(page)
+    try:
+        apply(ws, Write("a.md", b"# A, again\n"), key="2")
+        apply(ws, Write("a.md", b"# A, third\n"), key="3")
+        apply(ws, Write("b.md", b"# B\n"), key="4")
+        ws.idle()
+        assert os.fstat(first).st_nlink == 0
+    finally:
+        os.close(first)
+    assert page.read_bytes() == b"# A, third\n"
+    assert_clean(ws.root)
+
+
+def test_a_file_saved_between_the_check_and_the_exchange_is_put_back(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An editor's save that lands after the write checked the page and before its spare
+    is exchanged with the page: the exchange shows it (the file moved out is not the one
+    checked), is undone, and the save wins as an edit of its own (nothing overwritten)."""
+    stocked(ws)
+    page = ws.root / "a.md"
+    apply(ws, Write("a.md", b"# A\n"), key="1")
+    real = dirfd.renameat2
+    saved: list[bool] = []
+
+    def save_first(src_fd: int, src: str, dst_fd: int, dst: str, flags: int) -> None:
+        if dst == "a.md" and not saved:
+            saved.append(True)
+            tmp = ws.root / ".a.md.swp"
+            tmp.write_bytes(b"# A\n\nsaved in an editor\n")
+            os.replace(tmp, page)
+        real(src_fd, src, dst_fd, dst, flags)
+
+    monkeypatch.setattr(dirfd, "renameat2", save_first)
+    commit = apply(ws, Write("a.md", b"# A\n\nby the agent\n"), key="2")
+    assert saved
+    assert page.read_bytes() == b"# A\n\nsaved in an editor\n"
+    assert git(ws.root, "show", f"{commit}:a.md") == "# A\n\nby the agent\n"
+    assert git(ws.root, "show", "HEAD:a.md") == "# A\n\nsaved in an editor\n"
+    monkeypatch.undo()
+    ws.idle()
+    assert_clean(ws.root)
+    assert all(
+        (folder(ws) / n).read_bytes() != b"# A\n\nsaved in an editor\n" for n in spare_names(ws)
+    )
+
+
+def test_a_file_system_that_cannot_exchange_gets_renames(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*args: object) -> None:
+        raise OSError(errno.EINVAL, "exchange not supported")
+
+    stocked(ws)
+    apply(ws, Write("a.md", b"# A\n"), key="1")
+    monkeypatch.setattr(dirfd, "renameat2", refuse)
+    apply(ws, Write("a.md", b"# A, again\n"), key="2")
+    apply(ws, Write("a.md", b"# A, third\n"), key="3")
+    assert (ws.root / "a.md").read_bytes() == b"# A, third\n"
+    assert git(ws.root, "show", "HEAD:a.md") == "# A, third\n"
+    ws.idle()
+    assert_clean(ws.root)

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from mnoted.errors import PathRejected
-from mnoted.store import CommandMeta, Delete, Workspace, Write, faults, trees
+from mnoted.store import CommandMeta, Delete, Workspace, Write, dirfd, faults, trees
 from mnoted.store import planning as planning_mod
 from mnoted.store import workspace as workspace_mod
 from mnoted.store.atomic import remove_temp_files
@@ -88,11 +88,12 @@ def swap_after(
     when: Callable[..., bool],
     *,
     before: bool = False,
+    swapped: list[bool] | None = None,
 ) -> list[bool]:
     """Wrap ``owner.name`` so that the swap happens right after (or ``before``) its first
-    call that ``when`` matches."""
+    call that ``when`` matches (the first of those sharing ``swapped``)."""
     real = getattr(owner, name)
-    swapped: list[bool] = []
+    swapped = [] if swapped is None else swapped
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         hit = not swapped and when(*args, **kwargs)
@@ -137,16 +138,18 @@ def test_write_after_the_check_goes_nowhere_outside(
             lambda path, *a, **k: "page.md" in str(path),
             before=True,
         )
-    else:  # just before the new file is created beside the page, or a spare is renamed there
-        hit_open = swap_after(
+    else:  # just before the new file is created beside the page, or a spare put there
+        swapped = []
+        swap_after(
             monkeypatch,
             os,
             "open",
             scene,
             lambda path, *a, **k: TEMP_PREFIX in str(path),
             before=True,
+            swapped=swapped,
         )
-        hit_rename = swap_after(
+        swap_after(
             monkeypatch,
             os,
             "rename",
@@ -155,8 +158,19 @@ def test_write_after_the_check_goes_nowhere_outside(
                 str(src).startswith(SPARE_PREFIX) and str(dst).endswith(".md")
             ),
             before=True,
+            swapped=swapped,
         )
-        swapped = hit_open or hit_rename
+        swap_after(  # a spare exchanged with the page's old file
+            monkeypatch,
+            dirfd,
+            "renameat2",
+            scene,
+            lambda src_fd, src, dst_fd, dst, flags: (
+                src.startswith(SPARE_PREFIX) and dst.endswith(".md")
+            ),
+            before=True,
+            swapped=swapped,
+        )
     result = scene.ws.apply(CommandMeta("page.body.save", actor="agent"), CHANGES[kind]())
     assert swapped, "the swap did not happen"
     assert result.commit  # committed in HEAD; the disk keeps the real folder's version
