@@ -77,6 +77,12 @@ def test_tool_errors_are_200_and_bad_http_is_4xx(daemon: DaemonProcess) -> None:
         deep = {"a": deep}
     status, resp = client.request("POST", "/v1/tools/call", deep)
     assert status == 400 and resp["error"]["code"] == "mnote_tool_invalid_arguments"
+    for depth, refused in ((64, False), (65, True)):  # the limit, with brackets in strings
+        nested: object = "[[{{"  # (a value counts as a level, as the object holding it)
+        for _ in range(depth - 2):
+            nested = [nested]
+        status, resp = client.request("POST", "/v1/tools/call", {"nested": nested})
+        assert ("nested deeper than 64" in resp["error"]["message"]) is refused, depth
     status, resp = client.request(
         "POST",
         "/v1/tools/call",
