@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/core.py
 	$(BIN)/python bench/commit.py
 	$(BIN)/python bench/objects.py
+	$(BIN)/python bench/exchange.py
 	$(BIN)/python bench/watch.py --large
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/daemon.py --sizes 100,10000,100000
