@@ -126,18 +126,24 @@ class Spares:
             self._wake.set()
             self._drop_stock()
             return None
+        # A spare with another link (a backup of the state folder made with `cp -al`, say)
+        # is never written: the other name would change too, and a page put there would
+        # have two links (which the store refuses to write).
         while used and self._used:
             spare = self._used.pop()  # the newest: its blocks are likelier still cached
-            if os.fstat(spare.fd).st_nlink > 0:
+            if os.fstat(spare.fd).st_nlink == 1:
                 return spare
-            os.close(spare.fd)
+            spare.discard()
         if not self._ready:
             self._stock = min(2 * self._stock, STOCK)
         found: Spare | None = None
         while found is None and self._ready:  # the writer is the only one to take
             spare = self._ready.popleft()
-            if os.fstat(spare.fd).st_nlink > 0:
+            links = os.fstat(spare.fd).st_nlink
+            if links == 1:
                 found = spare
+            elif links > 1:
+                spare.discard()
             else:
                 os.close(spare.fd)
                 self._drop_stock()
@@ -196,11 +202,14 @@ class Spares:
 
     def take_back(self, names: list[str]) -> None:
         """Keep the files that :meth:`exchange` left at ``names`` as spares to write over,
-        each unless someone has it open (its bytes must not change under a reader)."""
+        each unless someone has it open (its bytes must not change under a reader) or it
+        has another link (a backup made with ``cp -al`` must keep its bytes too)."""
         for name in names:
             fd = -1
             try:
                 fd = os.open(name, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self._fd)
+                if os.fstat(fd).st_nlink != 1:  # linked elsewhere since the exchange
+                    raise OSError(errno.EMLINK, "another link")
                 fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)  # EAGAIN: open elsewhere
                 fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
             except OSError:

@@ -239,6 +239,28 @@ def test_a_page_file_someone_has_open_is_never_written_over(ws: Workspace) -> No
     assert_clean(ws.root)
 
 
+def test_a_replaced_file_with_another_link_is_not_written_over(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    """A backup made with hard links (``cp -al``) of the state folder keeps its bytes."""
+    stocked(ws)
+    apply(ws, Write("a.md", b"# A\n\nfirst\n"), key="1")
+    apply(ws, Write("a.md", b"# A\n\nsecond\n"), key="2")  # the first's file, a spare now
+    backup = tmp_path / "backup"
+    backup.mkdir()
+    linked = {}
+    for name in spare_names(ws):
+        os.link(folder(ws) / name, backup / name)
+        linked[name] = (backup / name).read_bytes()
+    assert b"# A\n\nfirst\n" in linked.values()
+    for i in range(3, 6):
+        apply(ws, Write("a.md", f"# A\n\nversion {i}\n".encode()), key=str(i))
+    ws.idle()
+    assert {name: (backup / name).read_bytes() for name in linked} == linked
+    assert (ws.root / "a.md").read_bytes() == b"# A\n\nversion 5\n"
+    assert_clean(ws.root)
+
+
 @pytest.mark.parametrize("change", ["chmod", "xattr", "edited"])
 def test_a_page_file_changed_since_mnoted_wrote_it_is_not_taken_back(
     ws: Workspace, change: str
