@@ -77,6 +77,9 @@ class Staging(pygit2.OdbBackend):
     def __len__(self) -> int:
         return len(self._objects)
 
+    def __contains__(self, oid: object) -> bool:
+        return oid in self._objects
+
     def objects(self) -> list[Raw]:
         """Every staged object, in the order written."""
         return [(oid.raw, kind, data) for oid, (kind, data) in self._objects.items()]

@@ -907,14 +907,15 @@ class Workspace:
 
     def _head_tree(self) -> pygit2.Tree | None:
         """HEAD's tree (maybe a pending commit's), kept for the next call: a command asks
-        for it four times, each a lookup of the commit and of its tree."""
+        for it four times, each a lookup of the commit and of its tree. A pending commit is
+        looked up where it was written: the repository would first search every pack."""
         head = self._head
         if head is None:
             return None
         kept = self._kept_tree
         if kept is not None and kept[0] == head:
             return kept[1]
-        commit = self._repo[head]
+        commit = (self._writer if pygit2.Oid(hex=head) in self._staging else self._repo)[head]
         assert isinstance(commit, pygit2.Commit)
         tree = commit.tree
         self._kept_tree = (head, tree)
