@@ -132,7 +132,8 @@ class _Pending:
         elif isinstance(old, str):
             taken_back.append(old)
         self.tmp = ""
-        spares.placed(os.stat(self.name, dir_fd=self.folder, follow_symlinks=False))
+        with contextlib.suppress(OSError):  # (gone already: then there is nothing to take back)
+            spares.placed(os.stat(self.name, dir_fd=self.folder, follow_symlinks=False))
         return True
 
     def drop_temp(self) -> None:
@@ -267,15 +268,15 @@ class FileWrites:
         """Return once the folders :meth:`finish` changed are durable (raise if not)."""
         syncing, self._syncing = self._syncing, None
         taken_back, self._taken_back = self._taken_back, []
-        if self._spares is None:
-            return
         try:
             if syncing is not None:
                 syncing.wait()
         except BaseException:
-            self._spares.drop_back(taken_back)  # a crash could bring their old names back
+            if self._spares is not None:  # a crash could bring their old names back
+                self._spares.drop_back(taken_back)
             raise
-        self._spares.take_back(taken_back)
+        if taken_back and self._spares is not None:
+            self._spares.take_back(taken_back)
 
     def close(self) -> None:
         """Drop the temporary files not put in place, and the folders' fds."""

@@ -9,10 +9,12 @@ import shutil
 import stat
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from mnoted.store import CommandMeta, Delete, Workspace, Write, dirfd
+from mnoted.store import CommandMeta, Delete, Workspace, Write, dirfd, durable, worktree
+from mnoted.store.journal import Entry, FileStep
 from mnoted.store.spares import FIRST_STOCK, PREFIX, STOCK, Spares
 from mnoted.store.workspace import SPARES_DIR, STATE_DIR
 from tests.store.conftest import assert_clean, git
@@ -343,3 +345,23 @@ def test_a_file_system_that_cannot_exchange_gets_renames(
     assert git(ws.root, "show", "HEAD:a.md") == "# A, third\n"
     ws.idle()
     assert_clean(ws.root)
+
+
+def test_files_written_without_spares_have_their_folders_synced(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recovery writes a journaled command's files with no spares: its folders are synced
+    all the same before it returns (the journal is dropped after)."""
+    blob = str(ws._repo.create_blob(b"# R\n"))
+    entry = Entry("c1", "main", None, "0" * 40, (FileStep("r/new.md", None, blob, 0o100644),))
+    started: list[durable.Syncing] = []
+    real = durable.start_paths
+
+    def start_paths(*args: Any, **kwargs: Any) -> durable.Syncing:
+        started.append(real(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(durable, "start_paths", start_paths)
+    assert worktree.materialize(ws._repo, ws.root, entry) == []
+    assert started and all(not s._pending for s in started), "the folders were not synced"
+    assert (ws.root / "r" / "new.md").read_bytes() == b"# R\n"
