@@ -12,9 +12,9 @@ as atomic as one inside a folder.
 
 A page's file that a write replaces is taken back as a spare rather than freed: the new
 file is *exchanged* with the old one (``renameat2(RENAME_EXCHANGE)``), which leaves the old
-one at the spare's name, and the next write overwrites it. On ext4 an exchange costs a
-sixth of a rename over a file (the old file's blocks are not freed) and the overwrite's
-fsync a third less than a new file's (no blocks to allocate): ``docs/performance.md``.
+one at the spare's name, and the next write overwrites it. On ext4 an exchange costs about
+a seventh of a rename over a file (the old file's blocks are not freed) and the overwrite's
+fsync about half a new file's (no blocks to allocate): ``docs/performance.md``.
 A file is only taken back when reusing it cannot be told from a new file by anyone:
 
 - mnoted put it in place itself and nobody changed it since (its ctime is the one recorded
