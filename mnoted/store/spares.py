@@ -178,8 +178,8 @@ class Spares:
         file there was no longer the one checked (the exchange is undone; nothing changed)
         or the file system cannot exchange (:attr:`exchanges` is then False).
         """
-        try:
-            dirfd.exchange(spare.folder, spare.name, folder, name)
+        try:  # (the page first: see the comment on _exchange)
+            _exchange(folder, name, spare)
         except OSError as exc:
             if exc.errno in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV):
                 self.exchanges = False
@@ -191,7 +191,7 @@ class Spares:
         except FileNotFoundError:  # someone removed it from the state folder: nothing to keep
             return None
         if key_of(st)[:5] != seen[:5] or not stat.S_ISREG(st.st_mode):  # (all but ctime)
-            dirfd.exchange(spare.folder, spare.name, folder, name)  # put theirs back
+            _exchange(folder, name, spare)  # put theirs back
             return False
         mine = self._placed.pop(st.st_ino, None) == seen[5] and st.st_nlink == 1
         if mine and len(self._used) < STOCK:
@@ -260,6 +260,18 @@ class Spares:
             except OSError as exc:  # a full disk, say: the writer creates in place meanwhile
                 log.debug("no spare file made: %s", exc)
             self._wake.wait()
+
+
+def _exchange(folder: int, name: str, spare: Spare) -> None:
+    """Exchange file ``name`` of ``folder`` with ``spare``, the page's name given first.
+
+    The kernel reports an exchange as two moves, the first name's file first. So the page's
+    folder sees ``IN_MOVED_FROM`` then ``IN_MOVED_TO`` of the page's name, which watchers
+    take as the file replaced (an update). The other order, a file created and at once
+    removed, is dropped whole by some: @parcel/watcher's event list, which VS Code uses,
+    erases a path created and removed in one batch, so an editor would miss the write.
+    """
+    dirfd.exchange(folder, name, spare.folder, spare.name)
 
 
 def _exists(folder: int, name: str) -> bool:

@@ -3,11 +3,14 @@ file created in place would have been, and a spare never outlives its workspace.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import shutil
 import stat
+import struct
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -309,7 +312,7 @@ def test_a_file_saved_between_the_check_and_the_exchange_is_put_back(
     saved: list[bool] = []
 
     def save_first(src_fd: int, src: str, dst_fd: int, dst: str, flags: int) -> None:
-        if dst == "a.md" and not saved:
+        if src == "a.md" and not saved:
             saved.append(True)
             tmp = ws.root / ".a.md.swp"
             tmp.write_bytes(b"# A\n\nsaved in an editor\n")
@@ -365,3 +368,46 @@ def test_files_written_without_spares_have_their_folders_synced(
     assert worktree.materialize(ws._repo, ws.root, entry) == []
     assert started and all(not s._pending for s in started), "the folders were not synced"
     assert (ws.root / "r" / "new.md").read_bytes() == b"# R\n"
+
+
+_IN_MOVED_FROM, _IN_MOVED_TO, _IN_CREATE, _IN_DELETE = 0x40, 0x80, 0x100, 0x200
+
+
+def moves_seen(folder: Path, action: Callable[[], object]) -> list[tuple[str, str]]:
+    """The creations, removals and moves an inotify watch on ``folder`` reports during
+    ``action``, in order, as (kind, name)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+    assert fd >= 0
+    try:
+        mask = _IN_MOVED_FROM | _IN_MOVED_TO | _IN_CREATE | _IN_DELETE
+        assert libc.inotify_add_watch(fd, os.fsencode(folder), mask) >= 0
+        action()
+        data = b""
+        while True:
+            try:
+                data += os.read(fd, 1 << 16)
+            except BlockingIOError:
+                break
+    finally:
+        os.close(fd)
+    kinds = {_IN_MOVED_FROM: "moved_from", _IN_MOVED_TO: "moved_to"}
+    kinds |= {_IN_CREATE: "created", _IN_DELETE: "removed"}
+    out, at = [], 0
+    while at < len(data):
+        _, event, _, length = struct.unpack_from("iIII", data, at)
+        name = data[at + 16 : at + 16 + length].rstrip(b"\0").decode()
+        out.append((kinds.get(event & 0x3C0, hex(event)), name))
+        at += 16 + length
+    return out
+
+
+def test_watchers_see_a_replaced_page_removed_then_created(ws: Workspace) -> None:
+    """The exchange reports the page's name moved out, then moved in: a replacement, as
+    watchers read it. Moved in and then out, @parcel/watcher (VS Code's) would drop the
+    path from its batch as created and removed at once, and an editor miss the write."""
+    stocked(ws)
+    created = moves_seen(ws.root, lambda: apply(ws, Write("a.md", b"# A\n"), key="1"))
+    assert [kind for kind, name in created if name == "a.md"] == ["moved_to"]
+    replaced = moves_seen(ws.root, lambda: apply(ws, Write("a.md", b"# A, again\n"), key="2"))
+    assert [kind for kind, name in replaced if name == "a.md"] == ["moved_from", "moved_to"]

@@ -166,7 +166,7 @@ def test_write_after_the_check_goes_nowhere_outside(
             "renameat2",
             scene,
             lambda src_fd, src, dst_fd, dst, flags: (
-                src.startswith(SPARE_PREFIX) and dst.endswith(".md")
+                dst.startswith(SPARE_PREFIX) and src.endswith(".md")
             ),
             before=True,
             swapped=swapped,

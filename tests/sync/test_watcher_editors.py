@@ -401,7 +401,8 @@ def test_own_write_from_a_spare_file_is_dropped_early(
 
 
 def exchange(a: Path, b: Path) -> None:
-    """Swap two files as the store puts a spare in place of a page's old file."""
+    """Swap two files as the store puts a spare in place of a page's old file (the page
+    first)."""
     fa, fb = os.open(a.parent, os.O_RDONLY), os.open(b.parent, os.O_RDONLY)
     try:
         dirfd.exchange(fa, a.name, fb, b.name)
@@ -414,8 +415,8 @@ def test_own_write_exchanged_with_the_old_file_is_dropped_early(
     workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink, quiet: QuietFn
 ) -> None:
     """A spare exchanged with the page's old file (``renameat2(RENAME_EXCHANGE)``) moves the
-    new file in and the old one out: the page's folder sees an IN_MOVED_TO and then an
-    IN_MOVED_FROM of the same name, both dropped while the name holds the store's bytes."""
+    old file out and the new one in: the page's folder sees an IN_MOVED_FROM and then an
+    IN_MOVED_TO of the same name, both dropped while the name holds the store's bytes."""
     seed(workspace)
     spares = workspace / ".mnote" / "state" / "spares"
     spares.mkdir(parents=True)
@@ -424,7 +425,7 @@ def test_own_write_exchanged_with_the_old_file_is_dropped_early(
     watcher.own_writes.expect("x.md", blob_id(data))
     write(spares / "spare-1-1", data)
     seen = watcher.health().events_seen
-    exchange(spares / "spare-1-1", workspace / "x.md")
+    exchange(workspace / "x.md", spares / "spare-1-1")
     quiet(watcher)
     assert sink.changes == []
     health = watcher.health()
@@ -432,7 +433,7 @@ def test_own_write_exchanged_with_the_old_file_is_dropped_early(
     assert health.events_seen == seen  # neither half reached the debouncer
     # The same exchange with bytes the store did not write is an edit: the page changed.
     write(spares / "spare-1-1", b"# x\nnot what mnoted wrote\n")
-    exchange(spares / "spare-1-1", workspace / "x.md")
+    exchange(workspace / "x.md", spares / "spare-1-1")
     assert sink.wait(lambda s: len(s.changes) >= 1)
     quiet(watcher)
     assert {c.path for c in sink.changes} == {"x.md"}
