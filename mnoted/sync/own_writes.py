@@ -128,6 +128,11 @@ class OwnWrites:
         with self._lock:
             return path in self._known
 
+    def registered(self, path: str) -> Content | None:
+        """What mnoted registered for ``path`` (None: nothing)."""
+        with self._lock:
+            return self._known.get(path)
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._known)

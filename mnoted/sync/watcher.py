@@ -452,6 +452,9 @@ class Watcher:
         self.own_writes = own_writes if own_writes is not None else OwnWrites()
         self._clock = clock
         self._read_blob = _blob_reader(self.root)
+        # path → (stat data, registered content) of the last file found to be the store's
+        # own when renamed into place (the inotify reader's thread only)
+        self._own_seen: dict[str, tuple[object, ...]] = {}
 
         self._cond = threading.Condition(threading.Lock())
         self._debouncer = Debouncer(self.config.debounce, ignore=self.ignore)
@@ -688,15 +691,34 @@ class Watcher:
 
     def _is_own_rename(self, path: bytes) -> bool:
         """Whether the file just renamed to ``path`` holds what the store registered for it
-        (then the rename's events are dropped at once, and counted)."""
+        (then the rename's events are dropped at once, and counted).
+
+        An exchange reports the page's name twice: the second check finds the stat data the
+        first one read the file under, for the same registered content, and reads nothing.
+        A write in place since would carry events of its own (``IN_MODIFY``), never dropped.
+        """
         rel = self._relative(os.fsdecode(path))
         registry = self.own_writes
-        if not rel or not registry.knows(rel):
+        expected = registry.registered(rel) if rel else None
+        if not rel or expected is None:
             return False
-        if not registry.is_own(
-            SettledChange(ChangeKind.MODIFIED, rel), {rel: self._read_blob(rel)}
-        ):
-            return False
+        try:
+            st = os.lstat(path)  # (before the read: a change after it shows in the next one)
+            seen: tuple[object, ...] | None = (
+                (st.st_ino, st.st_dev, st.st_size, st.st_mode, st.st_mtime_ns, st.st_ctime_ns),
+                expected,
+            )
+        except OSError:
+            seen = None
+        if seen is None or self._own_seen.get(rel) != seen:
+            if not registry.is_own(
+                SettledChange(ChangeKind.MODIFIED, rel), {rel: self._read_blob(rel)}
+            ):
+                return False
+            if seen is not None:
+                if len(self._own_seen) >= _MAX_OWN_RENAMES:
+                    self._own_seen.clear()
+                self._own_seen[rel] = seen
         registry.dropped += 1
         with self._cond:
             self._own_dropped += 1

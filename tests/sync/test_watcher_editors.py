@@ -425,12 +425,16 @@ def test_own_write_exchanged_with_the_old_file_is_dropped_early(
     watcher.own_writes.expect("x.md", blob_id(data))
     write(spares / "spare-1-1", data)
     seen = watcher.health().events_seen
+    reads: list[str] = []
+    read = watcher._read_blob
+    watcher._read_blob = lambda rel: reads.append(rel) or read(rel)
     exchange(workspace / "x.md", spares / "spare-1-1")
     quiet(watcher)
     assert sink.changes == []
     health = watcher.health()
     assert health.own_writes_dropped == 2
     assert health.events_seen == seen  # neither half reached the debouncer
+    assert reads == ["x.md"]  # the second half found the file the first one read
     # The same exchange with bytes the store did not write is an edit: the page changed.
     write(spares / "spare-1-1", b"# x\nnot what mnoted wrote\n")
     exchange(workspace / "x.md", spares / "spare-1-1")
