@@ -41,6 +41,7 @@ import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from mnoted.store import dirfd
 from mnoted.store.statcache import Key, key_of
@@ -169,23 +170,28 @@ class Spares:
             del self._placed[next(iter(self._placed))]
         self._placed[st.st_ino] = st.st_ctime_ns
 
-    def exchange(self, spare: Spare, name: str, folder: int, seen: Key) -> str | bool | None:
+    def exchange(
+        self, spare: Spare, name: str, folder: int, seen: Key
+    ) -> str | Literal[False] | None:
         """Put ``spare`` in place of file ``name`` in ``folder`` by exchanging the two.
 
         ``seen``: the stat data the caller's check found at ``name``. Returns the spare's
         name, now holding the replaced file, if that file may be taken back (:meth:`take_back`
-        once the landing is durable); None when it was removed instead; False when the
-        file there was no longer the one checked (the exchange is undone; nothing changed)
-        or the file system cannot exchange (:attr:`exchanges` is then False).
+        once the landing is durable); None when the spare is in place and the replaced file
+        removed (or renamed over, where the file system cannot exchange: :attr:`exchanges`
+        is then False); False when the file there was no longer the one checked (the
+        exchange is undone; nothing changed).
         """
         try:  # (the page first: see the comment on _exchange)
             _exchange(folder, name, spare)
         except OSError as exc:
             if exc.errno in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV):
                 self.exchanges = False
-            elif exc.errno != errno.ENOENT or not _exists(spare.folder, spare.name):
-                raise  # (ENOENT with the spare there: the file went since the check)
-            return False
+                spare.place(name, folder)
+                return None
+            if exc.errno != errno.ENOENT or not _exists(spare.folder, spare.name):
+                raise
+            return False  # (ENOENT with the spare there: the file went since the check)
         try:
             st = os.stat(spare.name, dir_fd=spare.folder, follow_symlinks=False)
         except FileNotFoundError:  # someone removed it from the state folder: nothing to keep

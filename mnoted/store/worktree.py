@@ -122,15 +122,14 @@ class _Pending:
             self.tmp = ""
             return True
         assert spares is not None
-        old: str | bool | None = False
-        if self.seen is not None and spares.exchanges:
-            old = spares.exchange(spare, self.name, self.folder, self.seen)
-            if old is False and spares.exchanges:
-                return False
-        if old is False:  # nothing there, or the file system cannot exchange
+        if self.seen is None or not spares.exchanges:  # nothing there to exchange with
             spare.place(self.name, self.folder)
-        elif isinstance(old, str):
-            taken_back.append(old)
+        else:
+            old = spares.exchange(spare, self.name, self.folder, self.seen)
+            if old is False:
+                return False
+            if old is not None:
+                taken_back.append(old)
         self.tmp = ""
         with contextlib.suppress(OSError):  # (gone already: then there is nothing to take back)
             spares.placed(os.stat(self.name, dir_fd=self.folder, follow_symlinks=False))
