@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pygit2
-from commit import GIT_ENV, build_repo
+from commit import GIT_ENV, build_repo, quantiles
 from core import build_page
 from fixture import build_packed_repo
 from mcpfs import Server, compare, install
@@ -40,19 +40,13 @@ from mnoted.store import Workspace
 from mnoted.store.atomic import write_atomic
 
 
-def stats(samples: list[float]) -> tuple[float, float]:
-    ordered = sorted(samples)
-    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
-    return statistics.median(ordered) * 1000, p99 * 1000
-
-
 def timed(fn: Callable[[], object], n: int) -> tuple[float, float]:
     samples = []
     for _ in range(n):
         t0 = time.perf_counter()
         fn()
         samples.append(time.perf_counter() - t0)
-    return stats(samples)
+    return quantiles(samples)
 
 
 def line(
@@ -195,7 +189,7 @@ def paired(
                 t0 = time.perf_counter()
                 fn()
                 out.append(time.perf_counter() - t0)
-    return [stats(s) for s in samples]
+    return [quantiles(s) for s in samples]
 
 
 def reads_per_second(daemon: Daemon, conns: int, seconds: float) -> float:
@@ -295,7 +289,7 @@ def bench_size(
                 ["git", "-C", str(git_root), "commit", "-q", "-m", f"e{k}"], env=env, check=True
             )
             git_samples.append(time.perf_counter() - t0)
-        line("baseline: git add FILE && git commit", stats(git_samples), w, "mnoted")
+        line("baseline: git add FILE && git commit", quantiles(git_samples), w, "mnoted")
         reads: dict[str, tuple[float, float]] = {}
         for tool in ("mnote.page.get", "mnote.doc.fetch"):
             client.request("POST", "/v1/tools/call", client.envelope(tool, "page.md"))
@@ -386,13 +380,13 @@ def bench_size(
             rates.append(agents * per_agent / (time.perf_counter() - t0))
         print(
             f"  {f'{agents} agents, distinct pages: commits/s':<44} "
-            f"{statistics.median(rates):8.0f}   p99 {stats(latencies)[1]:8.2f} ms"
+            f"{statistics.median(rates):8.0f}   p99 {quantiles(latencies)[1]:8.2f} ms"
             f"   failures {failures[0]}   (bursts {' / '.join(f'{r:.0f}' for r in rates)})"
         )
     finally:
         daemon.stop()
     if mcp_out is not None:
-        mcp_edit, mcp_read = stats(mcp_out["edit"]), stats(mcp_out["read"])
+        mcp_edit, mcp_read = quantiles(mcp_out["edit"]), quantiles(mcp_out["read"])
         line("MCP fs server: edit_file (10 KB, no fsync)", mcp_edit)
         line("MCP fs server: read_text_file (10 KB)", mcp_read)
         line("durable agent write against MCP edit_file", w, mcp_edit, "MCP edit")

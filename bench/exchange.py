@@ -17,21 +17,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from commit import quantiles
+
 from mnoted.store import dirfd
 
 STEPS = ("create", "write", "fsync", "rename")
-
-
-def quantiles(samples: list[float]) -> tuple[float, float]:
-    ordered = sorted(samples)
-    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
-    return statistics.median(ordered) * 1000, p99 * 1000
 
 
 class Pages:
