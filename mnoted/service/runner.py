@@ -76,6 +76,7 @@ class WorkspaceRunner:
         self._maintainer: Maintainer | None = None
         self._last_reconcile = time.monotonic()
         self._index_flushed = time.monotonic()
+        self._held: _Job | None = None  # a job taken from the queue that ended a group
         self._reconciled_generation = -1  # the watcher's generation the last full pass covers
         self._unsettled: set[str] = set()  # paths that may still differ from HEAD
         self.external_commits = 0
@@ -147,11 +148,10 @@ class WorkspaceRunner:
             return
         self._ready.set()
         idle_done = False
-        held: _Job | None = None  # a job taken from the queue that ended a group
         while True:
             job: _Job | None
-            if held is not None:
-                job, held = held, None
+            if self._held is not None:
+                job, self._held = self._held, None
             else:
                 try:
                     job = self._jobs.get(timeout=self.config.idle_after if not idle_done else 1.0)
@@ -161,26 +161,30 @@ class WorkspaceRunner:
             if job is None:
                 break
             idle_done = False
-            group = [job]
-            while job.groupable and len(group) < MAX_GROUP:
-                try:
-                    nxt = self._jobs.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is not None and nxt.groupable:
-                    group.append(nxt)
-                    continue
-                if nxt is None:
-                    self._jobs.put(None)  # stop once this group is done
-                else:
-                    held = nxt
-                break
             if job.groupable:
-                self._run_group(group)
+                self._run_group([job, *self._queued_calls(MAX_GROUP - 1)])
             else:
                 job.run()
             self._bound_index_lag()
         self._shutdown()
+
+    def _queued_calls(self, limit: int) -> list[_Job]:
+        """Up to ``limit`` groupable calls waiting in the queue, taken without waiting. The
+        first other job met is held for after the group; a stop is put back."""
+        taken: list[_Job] = []
+        while self._held is None and len(taken) < limit:
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            if job is None:
+                self._jobs.put(None)  # stop once this group is done
+                break
+            if job.groupable:
+                taken.append(job)
+            else:
+                self._held = job
+        return taken
 
     def _bound_index_lag(self) -> None:
         """Refresh the Git index now and then while calls keep coming.
@@ -209,7 +213,14 @@ class WorkspaceRunner:
         results: list[Any] = []
         try:
             with self._review_batch(), self.ws.group():
-                results = [job.fn() for job in live]
+                while len(results) < len(live):
+                    results.append(live[len(results)].fn())
+                    if len(results) == len(live):
+                        # Calls that came in meanwhile join the group: its landing is
+                        # shared by more of them (the fixed cost of a landing is paid by
+                        # a cohort of agents once, not by each half of it in turn).
+                        more = self._queued_calls(MAX_GROUP - len(live))
+                        live.extend(j for j in more if j.future.set_running_or_notify_cancel())
         except MnoteError as exc:
             if len(live) == 1 and not isinstance(exc, Conflict) and live[0].answer_error:
                 # one call: its error is its answer (a branch moved by someone else is

@@ -171,3 +171,46 @@ def test_calls_outside_the_store_end_a_group(runner: WorkspaceRunner) -> None:
     assert time.monotonic() - started < 30
     reflog = git(runner.root, "reflog", "--format=%gs", "-2").splitlines()
     assert "2 commands" in reflog[1] and "commands" not in reflog[0]
+
+
+def test_calls_queued_while_a_group_runs_join_it(
+    runner: WorkspaceRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Agents whose answers came with one landing send their next calls while the next
+    group runs: those join it, up to a call outside the store, which waits for the landing."""
+    answer = runner.service.answer
+    running, go_on = threading.Event(), threading.Event()
+
+    def first_waits(raw: dict[str, Any], actor: Actor) -> bytes:
+        if raw["toolCallId"] == "c0-0":
+            running.set()
+            go_on.wait(30)
+        return answer(raw, actor)
+
+    monkeypatch.setattr(runner.service, "answer", first_waits)
+    review_list = {
+        "toolName": "mnote.review.list",
+        "sessionId": "s",
+        "runId": "r",
+        "toolCallId": "l",
+        "traceId": "l",
+    }
+    raws = [edit(0, 0), edit(1, 0), edit(2, 0), review_list, edit(3, 0)]
+    answers: list[dict[str, Any] | None] = [None] * len(raws)
+
+    def send(i: int) -> None:
+        answers[i] = runner.call(raws[i], Actor.owner())
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(raws))]
+    threads[0].start()
+    assert running.wait(30)  # the first call runs, alone in its group so far
+    for i, t in enumerate(threads[1:]):
+        t.start()
+        wait_for(lambda i=i: runner._jobs.qsize() == i + 1)  # queued in this order
+    go_on.set()
+    for t in threads:
+        t.join()
+    assert all(a is not None and a["ok"] for a in answers), answers
+    reflog = git(runner.root, "reflog", "--format=%gs", "-2").splitlines()
+    assert "3 commands" in reflog[1]  # the first call and the two queued behind it
+    assert "commands" not in reflog[0]  # the last, after the review list, alone
