@@ -17,6 +17,13 @@ from mnoted.store import Workspace, faults
 from tests.service.test_runner import git, wait_for
 
 PAGES = 6
+REVIEW_LIST = {  # a call outside the store: it never joins a group
+    "toolName": "mnote.review.list",
+    "sessionId": "s",
+    "runId": "r",
+    "toolCallId": "l",
+    "traceId": "l",
+}
 
 
 @pytest.fixture
@@ -157,14 +164,7 @@ def test_same_base_revision_in_one_group_one_wins(runner: WorkspaceRunner) -> No
 
 
 def test_calls_outside_the_store_end_a_group(runner: WorkspaceRunner) -> None:
-    review_list = {
-        "toolName": "mnote.review.list",
-        "sessionId": "s",
-        "runId": "r",
-        "toolCallId": "l",
-        "traceId": "l",
-    }
-    raws = [edit(0, 0), edit(1, 0), review_list, edit(2, 0)]
+    raws = [edit(0, 0), edit(1, 0), REVIEW_LIST, edit(2, 0)]
     started = time.monotonic()
     answers = queued_calls(runner, raws)
     assert all(a["ok"] for a in answers), answers
@@ -188,14 +188,7 @@ def test_calls_queued_while_a_group_runs_join_it(
         return answer(raw, actor)
 
     monkeypatch.setattr(runner.service, "answer", first_waits)
-    review_list = {
-        "toolName": "mnote.review.list",
-        "sessionId": "s",
-        "runId": "r",
-        "toolCallId": "l",
-        "traceId": "l",
-    }
-    raws = [edit(0, 0), edit(1, 0), edit(2, 0), review_list, edit(3, 0)]
+    raws = [edit(0, 0), edit(1, 0), edit(2, 0), REVIEW_LIST, edit(3, 0)]
     answers: list[dict[str, Any] | None] = [None] * len(raws)
 
     def send(i: int) -> None:
