@@ -166,6 +166,7 @@ class Workspace:
             fsync_dir(self._pack_dir.parent)
         self._staging = packs.Staging(None)
         self._writer = packs.object_writer(self._staging, repo)  # new trees and commits
+        self._builders = trees.Builders()  # the writer's, by the tree each holds
         # Files made ahead on a thread of their own, written instead of created (spares).
         self._spares = Spares(root / STATE_DIR / SPARES_DIR)
         self._reopen_objects(retired=False)  # (opening drops them: `_recover`)
@@ -995,7 +996,9 @@ class Workspace:
             steps.append(FileStep(t.path, old[0] if old else None, new[0] if new else None, t.mode))
             if files is not None:
                 files.append((t.path, old, new))
-        tree_id = trees.build(self._writer, base.id if base is not None else None, entries)
+        tree_id = trees.build(
+            self._writer, base.id if base is not None else None, entries, self._builders
+        )
         author = self._author(meta)
         committer = pygit2.Signature(COMMITTER.name, COMMITTER.email)
         text = message.format_message(meta, subject_paths)
