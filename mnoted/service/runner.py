@@ -162,7 +162,7 @@ class WorkspaceRunner:
                 break
             idle_done = False
             if job.groupable:
-                self._run_group([job, *self._queued_calls(MAX_GROUP - 1)])
+                self._run_group(job)
             else:
                 job.run()
             self._bound_index_lag()
@@ -206,21 +206,22 @@ class WorkspaceRunner:
         except Exception:  # as in idle upkeep: logged, tried again a second later
             log.exception("index refresh under load failed")
 
-    def _run_group(self, jobs: list[_Job]) -> None:
-        """Run calls as one group (maybe of one); if it cannot land, run each on its own."""
+    def _run_group(self, first: _Job) -> None:
+        """Run ``first`` as one group with the calls queued behind it and those that come in
+        while they run, up to :data:`MAX_GROUP`; if it cannot land, run each on its own."""
         assert self.ws is not None
-        live = [job for job in jobs if job.future.set_running_or_notify_cancel()]
+        live: list[_Job] = []
         results: list[Any] = []
         try:
             with self._review_batch(), self.ws.group():
-                while len(results) < len(live):
-                    results.append(live[len(results)].fn())
-                    if len(results) == len(live):
-                        # Calls that came in meanwhile join the group: its landing is
-                        # shared by more of them (the fixed cost of a landing is paid by
-                        # a cohort of agents once, not by each half of it in turn).
-                        more = self._queued_calls(MAX_GROUP - len(live))
-                        live.extend(j for j in more if j.future.set_running_or_notify_cancel())
+                batch = _started([first])
+                while batch:
+                    live.extend(batch)
+                    results.extend(job.fn() for job in batch)
+                    # Calls that came in meanwhile join the group: its landing is shared by
+                    # more of them (the fixed cost of a landing is paid by a cohort of
+                    # agents once, not by each half of it in turn).
+                    batch = _started(self._queued_calls(MAX_GROUP - len(live)))
         except MnoteError as exc:
             if len(live) == 1 and not isinstance(exc, Conflict) and live[0].answer_error:
                 # one call: its error is its answer (a branch moved by someone else is
@@ -499,6 +500,11 @@ class _Job:
             self.future.set_result(self.fn())
         except BaseException as exc:
             self.future.set_exception(exc)
+
+
+def _started(jobs: list[_Job]) -> list[_Job]:
+    """The jobs not cancelled meanwhile, now marked as running."""
+    return [job for job in jobs if job.future.set_running_or_notify_cancel()]
 
 
 class _Sink:
