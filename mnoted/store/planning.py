@@ -108,6 +108,8 @@ def disk_changes(
     """
     out: list[Target] = []
     seen: set[str] = set()
+    if stats is not None:  # (the check before each command: its page, most often unchanged)
+        paths = [raw for raw in paths if not _known_unchanged(root, tree, raw, stats)]
     for raw in _expand_folders(repo, root, tree, paths):
         try:
             rel = normalize(raw, config_ok=True)
@@ -135,6 +137,20 @@ def disk_changes(
             assert found.data is not None
             out.append(Target(rel, found.data, found.mode))
     return out
+
+
+def _known_unchanged(root: Path, tree: pygit2.Tree | None, raw: str, stats: StatCache) -> bool:
+    """Whether ``raw`` is a file that ``tree`` has and that the disk holds unchanged, by its
+    stat data alone: a regular file, so there is no folder to expand, and nothing to read."""
+    try:
+        rel = normalize(raw, config_ok=True)
+        entry = trees.entry_at(tree, rel)
+        if entry is None:
+            return False
+        found = disk_file(root, rel, stats)
+    except PathRejected:
+        return False
+    return found is not None and found.data is None and (found.blob, found.mode) == entry
 
 
 def _expand_folders(
