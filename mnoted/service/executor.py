@@ -508,7 +508,7 @@ class Service:
             _keep(call, key, digest, response)
         from mnoted.service import review
 
-        ws.after_landing(
+        ws.with_landing(  # (kept in the group's review batch: dropped if it fails)
             lambda: review.record_applied(call, plan, commit.commit, commit.command_id)
         )
         self.landed(

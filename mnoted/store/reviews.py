@@ -72,7 +72,9 @@ class ReviewStore:
         writes: one WAL append instead of one per write).
 
         The writes they record have landed whatever happens here: a commit that fails is
-        logged and rolled back (as a failing put is logged), never raised to them.
+        logged and rolled back (as a failing put is logged), never raised to them. If the
+        block raises, its sessions are dropped: a group that did not land puts them again
+        when its calls run one by one.
         """
         if self._pending is not None:
             yield
@@ -81,16 +83,20 @@ class ReviewStore:
         self._pending = {}
         try:
             yield
+        except BaseException:
+            self._pending = None
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
+            raise
+        try:
+            self._flush()
+            self._db.execute("COMMIT")
+        except sqlite3.Error:
+            log.exception("review records of a group could not be written")
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
         finally:
-            try:
-                self._flush()
-                self._db.execute("COMMIT")
-            except sqlite3.Error:
-                log.exception("review records of a group could not be written")
-                with contextlib.suppress(sqlite3.Error):
-                    self._db.execute("ROLLBACK")
-            finally:
-                self._pending = None
+            self._pending = None
 
     def put(self, session: dict[str, Any], now: float) -> None:
         sid = session["sessionId"]

@@ -210,6 +210,11 @@ class Sidecar:
         if self._later.rows() >= _ROWS_LATER:
             self._write_rows()
 
+    def write_kept(self) -> None:
+        """Write the rows kept so far into the open transaction now (a group's, while its
+        landing waits for the disk), not when it commits."""
+        self._write_later()
+
     def _write_later(self) -> None:
         """Write everything kept (the outer transaction is about to commit)."""
         self._write_rows()

@@ -1024,7 +1024,9 @@ class Workspace:
         self._staging.add(oid, pygit2.GIT_OBJECT_BLOB, data)
         return oid
 
-    def _land(self, staged: list[_Staged]) -> tuple[Entry, FileWrites | None] | None:
+    def _land(
+        self, staged: list[_Staged], meanwhile: Callable[[], object] | None = None
+    ) -> tuple[Entry, FileWrites | None] | None:
         """Make staged commits durable and move the branch to the last; None if it moved.
 
         Objects first (one pack for all, :mod:`~mnoted.store.packs`), then the journal naming
@@ -1035,7 +1037,8 @@ class Workspace:
         those files (a command of up to ``durable.CHUNK`` files; :meth:`_finish` puts them
         in place); then the branch's folder. The journal may become durable before the pack's
         names do: recovery drops a journaled commit whose objects are missing, and the
-        branch moves only after all of them.
+        branch moves only after all of them. ``meanwhile`` runs during the second wait (see
+        :meth:`_sync_landing`).
         """
         self._settle()  # (the one journal is the last landing's until its folders are synced)
         wrote_pack = len(self._staging) > 0
@@ -1079,7 +1082,9 @@ class Workspace:
                     )
                 ready, pack = pack, None  # once tried, never tried again below
                 self._put_pack(ready)
-                self._sync_landing(held.token, wrote_pack, writes.fds() if writes else [])
+                self._sync_landing(
+                    held.token, wrote_pack, writes.fds() if writes else [], meanwhile
+                )
                 faults.point("objects-written")
             except BaseException:
                 self._put_pack(pack, quietly=True)
@@ -1130,11 +1135,26 @@ class Workspace:
                 raise
             log.warning("a pack of a landing that failed was not kept: %s", exc)
 
-    def _sync_landing(self, token: str, pack_folder: bool, files: list[int]) -> None:
+    def _sync_landing(
+        self,
+        token: str,
+        pack_folder: bool,
+        files: list[int],
+        meanwhile: Callable[[], object] | None,
+    ) -> None:
         """One wait for the journal, the branch's lock file, the pack folder's new names and
-        the new files under their temporary names."""
+        the new files under their temporary names; ``meanwhile`` runs while the disk
+        flushes (its error, like a failed sync, fails the landing once the syncs are done).
+        """
         paths = [token, os.fspath(self._pack_dir)] if pack_folder else [token]
-        durable.sync_paths(paths, [self._journal.fd, *files])
+        syncing = durable.start_paths(paths, [self._journal.fd, *files])
+        error: BaseException | None = None
+        if meanwhile is not None:
+            try:
+                meanwhile()
+            except BaseException as exc:
+                error = exc
+        syncing.wait(error)
 
     def _finish(
         self, entry: Entry, writes: FileWrites | None, record: Callable[[], object]
@@ -1316,10 +1336,11 @@ class Workspace:
         self._group = None
         if not group.staged:
             self._side.commit()
+            group.run_callbacks(group.preparing)
             group.run_callbacks()
             return
         try:
-            landed = self._land(group.staged)
+            landed = self._land(group.staged, lambda: self._while_landing(group))
             if landed is None:
                 raise Conflict(
                     "the branch moved while a group of commands was landing",
@@ -1341,6 +1362,24 @@ class Workspace:
             self._side.rollback()
             raise
         group.run_callbacks()
+
+    def _while_landing(self, group: _Group) -> None:
+        """A group's bookkeeping, done while its landing waits for the disk (the writer had
+        nothing else to do then: every caller waits for that landing): the sidecar's rows
+        written into its open transaction, and the :meth:`with_landing` callbacks run. If
+        the landing fails, the transaction is rolled back and the callers drop what the
+        callbacks kept."""
+        self._side.write_kept()
+        group.run_callbacks(group.preparing)
+
+    def with_landing(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` with the landing of what was applied so far: inside a group,
+        while the landing waits for the disk, before it is known to succeed (the callback
+        may only keep what its caller drops when the group fails); outside one, now."""
+        if self._group is None:
+            callback()
+        else:
+            self._group.preparing.append(callback)
 
     def after_landing(self, callback: Callable[[], object]) -> None:
         """Run ``callback`` once what was applied so far is durable (now, outside a group)."""
@@ -1438,7 +1477,8 @@ class _Group:
     base: str | None  # the branch's commit when the group began
     staged: list[_Staged] = field(default_factory=list)
     written: set[str] = field(default_factory=set)  # paths the group will write
-    callbacks: list[Callable[[], object]] = field(default_factory=list)
+    callbacks: list[Callable[[], object]] = field(default_factory=list)  # once landed
+    preparing: list[Callable[[], object]] = field(default_factory=list)  # while landing
     checked: bool = False  # no merge, rebase or bisect was in progress when it began
     checked_paths: set[str] = field(default_factory=set)  # checked against the disk
 
@@ -1446,8 +1486,8 @@ class _Group:
         self.staged.append(staged)
         self.written.update(step.path for step in staged.steps)
 
-    def run_callbacks(self) -> None:
-        for callback in self.callbacks:
+    def run_callbacks(self, callbacks: list[Callable[[], object]] | None = None) -> None:
+        for callback in self.callbacks if callbacks is None else callbacks:
             try:
                 callback()
             except Exception:  # a listener's bug must not undo a landed write

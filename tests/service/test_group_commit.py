@@ -14,6 +14,7 @@ import pytest
 from mnoted.service import Actor, Service
 from mnoted.service.runner import RunnerConfig, WorkspaceRunner
 from mnoted.store import Workspace, faults
+from mnoted.store.reviews import ReviewStore
 from tests.service.test_runner import git, wait_for
 
 PAGES = 6
@@ -109,6 +110,7 @@ def test_queued_writes_land_as_one_group_of_commits(runner: WorkspaceRunner) -> 
 def test_a_group_that_cannot_land_runs_each_call_alone(runner: WorkspaceRunner) -> None:
     root = runner.root
     before = git(root, "rev-parse", "HEAD").strip()
+    # (after the landing's wait, in which the group's review records were made)
     faults.arm_error("objects-written", errno.EIO, times=1)
     answers = queued_calls(runner, [edit(k, 0) for k in range(PAGES)])
     assert all(a["ok"] for a in answers), answers
@@ -116,6 +118,13 @@ def test_a_group_that_cannot_land_runs_each_call_alone(runner: WorkspaceRunner) 
     assert history == [a["result"]["revision"] for a in answers]
     trailers = git(root, "log", "--format=%(trailers:key=Mnote-Idempotency-Key,valueonly)")
     assert sorted(t for t in trailers.split() if t) == sorted(f"k{k}-0" for k in range(PAGES))
+    # one review record for each write, naming its commit: none left by the group that failed
+    store = ReviewStore(root / ".mnote" / "state")
+    try:
+        applied = store.list(states=("applied",))
+    finally:
+        store.close()
+    assert sorted(s["applied"]["commit"] for s in applied) == sorted(history)
 
 
 def test_a_group_landing_after_an_error_answers_with_its_commits(

@@ -80,6 +80,25 @@ def test_callbacks_wait_for_landing(ws: Workspace) -> None:
     assert seen == [head(ws.root)]
 
 
+def test_landing_callbacks_run_while_the_group_lands(ws: Workspace) -> None:
+    before = head(ws.root)
+    seen: list[str] = []
+
+    def failing() -> None:
+        raise RuntimeError("a listener's bug")
+
+    with ws.group():
+        ws.apply(meta(1), [Write("a.md", b"a\n")])
+        ws.after_landing(lambda: seen.append("landed at " + head(ws.root)))
+        ws.with_landing(failing)  # logged: the group lands all the same
+        ws.with_landing(lambda: seen.append("landing at " + head(ws.root)))
+        assert seen == []
+    after = head(ws.root)
+    assert after != before
+    # the branch had not moved yet; the other callbacks waited for it
+    assert seen == ["landing at " + before, "landed at " + after]
+
+
 def test_branch_moved_by_someone_else_abandons_the_group(ws: Workspace) -> None:
     ws.apply(meta(0), [Write("a.md", b"a\n")])
     ws.idle()  # the Git index in step with HEAD, as the daemon keeps it when idle
