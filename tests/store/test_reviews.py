@@ -33,15 +33,19 @@ def test_sessions_put_in_a_batch_are_written_together(tmp_path: Path) -> None:
     store.close()
 
 
-def test_a_failure_inside_a_batch_keeps_what_was_put(tmp_path: Path) -> None:
+def test_a_failure_inside_a_batch_drops_what_was_put(tmp_path: Path) -> None:
     store = ReviewStore(tmp_path)
+    store.put(_session(0), 0.0)
     with pytest.raises(RuntimeError), store.batch():
         store.put(_session(1), 1.0)
-        raise RuntimeError("a later step of the group")
-    assert _ids_seen_by_another_connection(tmp_path) == ["review_1"]
-    with store.batch():  # and the next batch starts afresh
+        assert store.get("review_1") == _session(1)  # (written into the transaction)
         store.put(_session(2), 2.0)
-    assert _ids_seen_by_another_connection(tmp_path) == ["review_1", "review_2"]
+        raise RuntimeError("the group did not land")  # its calls put their records again
+    assert _ids_seen_by_another_connection(tmp_path) == ["review_0"]
+    assert store.get("review_1") is None
+    with store.batch():  # and the next batch starts afresh
+        store.put(_session(3), 3.0)
+    assert _ids_seen_by_another_connection(tmp_path) == ["review_0", "review_3"]
     store.close()
 
 
