@@ -168,7 +168,7 @@ class Sidecar:
             if self._depth:
                 self.conn.execute(f"RELEASE s{self._depth}")
                 return
-            self._write_later()
+            self.write_kept()
             self.conn.execute("COMMIT")
         except BaseException:  # SQLite may have rolled the transaction back
             self._forget()
@@ -211,12 +211,8 @@ class Sidecar:
             self._write_rows()
 
     def write_kept(self) -> None:
-        """Write the rows kept so far into the open transaction now (a group's, while its
-        landing waits for the disk), not when it commits."""
-        self._write_later()
-
-    def _write_later(self) -> None:
-        """Write everything kept (the outer transaction is about to commit)."""
+        """Write everything kept into the open transaction: when it is about to commit, or
+        earlier (a group's rows, while its landing waits for the disk)."""
         self._write_rows()
         later = self._later
         if later.idempotency:
@@ -261,7 +257,7 @@ class Sidecar:
 
     def clear_derived(self) -> dict[str, tuple[str, str]]:
         """Empty the history-derived tables; return kept results ``key -> (commit, json)``."""
-        self._write_later()
+        self.write_kept()
         kept = {
             str(k): (str(c), str(r))
             for k, c, r in self.conn.execute(

@@ -74,7 +74,7 @@ def _apply(side: Sidecar, op: tuple) -> None:
 
 
 def _truth_path(side: Sidecar, doc: str) -> str | None:
-    side._write_later()
+    side.write_kept()
     row = side.conn.execute(
         "SELECT path FROM files WHERE doc_id = ? ORDER BY path LIMIT 1", (doc,)
     ).fetchone()
@@ -82,7 +82,7 @@ def _truth_path(side: Sidecar, doc: str) -> str | None:
 
 
 def _truth_key(side: Sidecar, key: str) -> bool:
-    side._write_later()
+    side.write_kept()
     query = "SELECT 1 FROM idempotency WHERE key = ?"
     return side.conn.execute(query, (key,)).fetchone() is not None
 
