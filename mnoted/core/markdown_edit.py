@@ -29,6 +29,27 @@ def _line_at(source: Source, offset: int) -> int:
     return source.newlines - text.count("\n", offset)
 
 
+def _on_lines(page: Page, start: int, end: int) -> list[str]:
+    """Ids of the blocks whose own lines (before their children) meet lines ``start`` to
+    ``end`` of ``page``; only those of its re-parsed window when it has one."""
+    ids = page.window[1] if page.window is not None else page.index
+    index = page.index
+    return [i for i in ids if index[i].start < end and start < index[i].head_end]
+
+
+def _restyled(before: Page, after: Page, ids: set[str]) -> list[str]:
+    """Those of ``ids`` whose own lines changed though the block reads the same: ``> a``
+    made ``>a`` keeps the quote's paragraph and its text, but not its bytes."""
+    out = []
+    for ident in ids:
+        old, new = before.index.get(ident), after.index.get(ident)
+        if old is not None and new is not None:
+            was = before.source.lines[old.start : old.head_end]
+            if was != after.source.lines[new.start : new.head_end]:
+                out.append(ident)
+    return out
+
+
 def _occurrences(text: str, needle: str) -> list[int]:
     out = []
     at = text.find(needle)
@@ -53,6 +74,7 @@ def markdown_edit(
         page.block(ident)
     current = page
     head = tail = len(page.source)  # lines no pair has touched, at each end
+    touched: set[str] = set()  # blocks on lines a pair replaced
     for n, edit in enumerate(edits):
         if not isinstance(edit, Mapping):
             raise InvalidArguments(f"edit {n} must be an object with search and replace")
@@ -106,6 +128,7 @@ def markdown_edit(
             source = current.source.with_normalized_text(new_text)
             current = parse_page(source, current.name, previous=current)
             head, tail = min(head, first), 0
+            touched.update(_on_lines(current, first, len(current.source)))
             continue
         segment = text[seg_start:seg_end]
         offset = at - seg_start
@@ -115,11 +138,12 @@ def markdown_edit(
         )
         head, tail = min(head, first), min(tail, len(current.source) - last - 1)
         current = reparse_splice(current, source, first, last + 1, len(new_lines))
+        touched.update(_on_lines(current, first, first + len(new_lines)))
     return EditResult(
         "markdown_edit",
         current,
         page,
-        changed_ids(page, current),
+        changed_ids(page, current, _restyled(page, current, touched)),
         {"editsApplied": len(edits)},
         same_ends=(head, tail),
     )

@@ -169,3 +169,31 @@ def test_a_code_fence_that_loses_its_closing_line_is_reported_changed() -> None:
     result = markdown_edit(page, [{"search": "[[link]]\n\n", "replace": "a"}])
     assert result.page.to_bytes() == b"a```\n```"
     assert code.id in result.changed_block_ids
+
+
+@pytest.mark.parametrize(
+    ("doc", "search", "replace", "after"),
+    [
+        # Found by the command-sequence property test: the quote's paragraph reads "xyz"
+        # either way, but its line changed; its id must be among the changed blocks.
+        (b"---\ntitle: T\n---\n> xyz", " xyz", "xyz", b"---\ntitle: T\n---\n>xyz"),
+        (b"> a\n> xyz\n\nrest\n", "> xyz", ">  xyz", b"> a\n>  xyz\n\nrest\n"),
+        (b"- one\n-  two\n", "-  two", "- two", b"- one\n- two\n"),
+    ],
+)
+def test_a_block_whose_markup_alone_changed_is_reported_changed(
+    doc: bytes, search: str, replace: str, after: bytes
+) -> None:
+    page = parse_page(doc, "gen.md")
+    result = markdown_edit(page, [{"search": search, "replace": replace}])
+    assert result.page.to_bytes() == after
+    assert result.changed_block_ids  # something changed, and the answer says where
+    unchanged = [b for b in page.walk() if b.id not in result.changed_block_ids]
+    for block in unchanged:  # every block not reported keeps its bytes, or holds one that is
+        new = result.page.block(block.id)
+        if new.type in ("list", "quote", "list_item", "task_item", "callout"):
+            continue
+        assert (
+            result.page.source.lines[new.start : new.end]
+            == page.source.lines[block.start : block.end]
+        )
