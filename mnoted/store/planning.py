@@ -141,16 +141,17 @@ def disk_changes(
 
 def _known_unchanged(root: Path, tree: pygit2.Tree | None, raw: str, stats: StatCache) -> bool:
     """Whether ``raw`` is a file that ``tree`` has and that the disk holds unchanged, by its
-    stat data alone: a regular file, so there is no folder to expand, and nothing to read."""
+    stat data alone: a regular file, so there is no folder to expand. Nothing is read (a
+    file the stat cache does not know is read once, by the full check)."""
     try:
         rel = normalize(raw, config_ok=True)
         entry = trees.entry_at(tree, rel)
         if entry is None:
             return False
-        found = disk_file(root, rel, stats)
+        found = disk_file(root, rel, stats, read=False)
     except PathRejected:
         return False
-    return found is not None and found.data is None and (found.blob, found.mode) == entry
+    return found is not None and (found.blob, found.mode) == entry
 
 
 def _expand_folders(

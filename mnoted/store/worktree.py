@@ -66,7 +66,9 @@ class DiskFile:
     key: Key  # its stat data (statcache.key_of), to notice a change made after the check
 
 
-def _disk_file(fd: int, name: str, rel: str, stats: StatCache | None) -> DiskFile | None:
+def _disk_file(
+    fd: int, name: str, rel: str, stats: StatCache | None, read: bool = True
+) -> DiskFile | None:
     if stats is not None:
         st = dirfd.stat_at(fd, name)
         if st is None:
@@ -74,6 +76,8 @@ def _disk_file(fd: int, name: str, rel: str, stats: StatCache | None) -> DiskFil
         known = stats.blob(rel, st)
         if known is not None:
             return DiskFile(known, _git_mode(st.st_mode), st.st_size, None, key_of(st))
+    if not read:
+        return None
     began = time.time_ns()
     state = dirfd.read_at(fd, name)
     if state is None:
@@ -88,12 +92,15 @@ def _disk_file(fd: int, name: str, rel: str, stats: StatCache | None) -> DiskFil
     return DiskFile(blob, _git_mode(st.st_mode), st.st_size, data, key_of(st))
 
 
-def disk_file(root: Path, rel: str, stats: StatCache | None) -> DiskFile | None:
+def disk_file(
+    root: Path, rel: str, stats: StatCache | None, *, read: bool = True
+) -> DiskFile | None:
     """Blob id, mode and size of normalised path ``rel`` on disk (refused as :func:`read_path`
-    refuses); its bytes too unless ``stats`` knew the file unchanged since it was hashed."""
+    refuses); its bytes too unless ``stats`` knew the file unchanged since it was hashed.
+    Without ``read``, only what ``stats`` knows: None too for a file it would have to read."""
     *folders, name = rel.split("/")
     with dirfd.folder(root, folders) as fd:
-        return None if fd is None else _disk_file(fd, name, rel, stats)
+        return None if fd is None else _disk_file(fd, name, rel, stats, read)
 
 
 @dataclass

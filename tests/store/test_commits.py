@@ -18,7 +18,7 @@ from mnoted.errors import (
     TooLarge,
     WorkspaceInvalid,
 )
-from mnoted.store import CommandMeta, Delete, Identity, Move, Workspace, Write, gitindex
+from mnoted.store import CommandMeta, Delete, Identity, Move, Workspace, Write, dirfd, gitindex
 from tests.store.conftest import assert_clean, git
 
 META = CommandMeta(
@@ -132,6 +132,23 @@ def test_external_edit_is_committed_before_the_write(ws: Workspace) -> None:
     assert author.strip() == "Test User <user@example.com>|external"
     assert (ws.root / "p.md").read_bytes() == b"v2\n"
     assert git(ws.root, "rev-parse", "HEAD~1").strip() == result.external_commit
+
+
+def test_the_check_reads_an_edited_file_once(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws.apply(CommandMeta("page.create", actor="hermes"), [Write("p.md", b"v1\n")])
+    (ws.root / "p.md").write_bytes(b"an edit made outside, longer\n")
+    reads: list[str] = []
+    read_at = dirfd.read_at
+
+    def counted(fd: int, name: str) -> tuple[bytes, os.stat_result] | None:
+        reads.append(name)
+        return read_at(fd, name)
+
+    monkeypatch.setattr(dirfd, "read_at", counted)
+    assert ws.commit_external(["p.md"]) is not None
+    assert reads == ["p.md"]  # (its stat data unknown to the cache: read once, not twice)
 
 
 def test_base_blob_guards_against_lost_updates(ws: Workspace) -> None:
