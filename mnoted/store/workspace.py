@@ -1336,8 +1336,8 @@ class Workspace:
         self._group = None
         if not group.staged:
             self._side.commit()
-            group.run_callbacks(group.preparing)
-            group.run_callbacks()
+            _run_all(group.preparing)
+            _run_all(group.callbacks)
             return
         try:
             landed = self._land(group.staged, lambda: self._while_landing(group))
@@ -1361,7 +1361,7 @@ class Workspace:
         except BaseException:
             self._side.rollback()
             raise
-        group.run_callbacks()
+        _run_all(group.callbacks)
 
     def _while_landing(self, group: _Group) -> None:
         """A group's bookkeeping, done while its landing waits for the disk (the writer had
@@ -1370,7 +1370,7 @@ class Workspace:
         the landing fails, the transaction is rolled back and the callers drop what the
         callbacks kept."""
         self._side.write_kept()
-        group.run_callbacks(group.preparing)
+        _run_all(group.preparing)
 
     def with_landing(self, callback: Callable[[], object]) -> None:
         """Run ``callback`` with the landing of what was applied so far: inside a group,
@@ -1486,12 +1486,14 @@ class _Group:
         self.staged.append(staged)
         self.written.update(step.path for step in staged.steps)
 
-    def run_callbacks(self, callbacks: list[Callable[[], object]] | None = None) -> None:
-        for callback in self.callbacks if callbacks is None else callbacks:
-            try:
-                callback()
-            except Exception:  # a listener's bug must not undo a landed write
-                log.exception("a callback after a landed group failed")
+
+def _run_all(callbacks: list[Callable[[], object]]) -> None:
+    """Run a group's callbacks: a listener's bug must not undo or fail its writes."""
+    for callback in callbacks:
+        try:
+            callback()
+        except Exception:
+            log.exception("a callback of a group of commands failed")
 
 
 def _merged(staged: list[_Staged]) -> tuple[FileStep, ...]:
