@@ -46,7 +46,16 @@ from watchdog.events import (
 )
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.inotify import InotifyEmitter, InotifyWatchGroup
-from watchdog.observers.inotify_c import InotifyConstants, InotifyEvent, InotifyFD, Mask
+from watchdog.observers.inotify_c import (
+    CallbackId,
+    InotifyConstants,
+    InotifyEvent,
+    InotifyFD,
+    Mask,
+    Watch,
+    WatchCallback,
+    WatchDescriptor,
+)
 from watchdog.observers.inotify_move_event_grouper import PathedInotifyEvent
 
 from mnoted.sync import listing
@@ -204,7 +213,7 @@ class _InotifyFD(InotifyFD):
         with self._lock:
             return len(self._watch_for_wd)
 
-    def _get_or_create_watch(self, path: bytes, mask: Mask) -> Any:
+    def _get_or_create_watch(self, path: bytes, mask: Mask) -> Watch:
         try:
             limit = self._watch_limit
             if limit is not None and len(self._watch_for_wd) >= limit:
@@ -216,6 +225,17 @@ class _InotifyFD(InotifyFD):
             # watchdog swallows failures below the root: report them before it does.
             self._monitor._on_watch_failure(path, exc)
             raise
+
+    def _add_callback(
+        self, path: bytes, mask: Mask, callback: WatchCallback, id_: CallbackId
+    ) -> WatchDescriptor:
+        # A folder made just after its new parent is found twice: by the walk that follows
+        # the parent's watch, and by its own creation event. watchdog keeps the one
+        # callback but warns each time ("Callback with id ... already exists"), into the
+        # daemon's log; the same watch and callback are kept here without a word.
+        watch = self._get_or_create_watch(path, mask)
+        watch.callbacks[id_] = callback
+        return watch.wd
 
     def handle_event(self, event: InotifyEvent) -> None:
         # The store's temporary files come and go with every write (made, written, closed,

@@ -299,3 +299,23 @@ def test_driver_error_is_reported_and_delivery_goes_on(
     write(workspace / "still.md")
     assert sink.wait(lambda s: ("created", "still.md") in kinds(s))
     assert watcher.health().state == "running"
+
+
+def test_folders_made_under_a_new_folder_are_watched_once_without_a_warning(
+    workspace: Path,
+    make_watcher: WatcherFactory,
+    sink: RecordingSink,
+    quiet: QuietFn,
+    recwarn: pytest.WarningsRecorder,
+) -> None:
+    # A folder made just after its new parent is found twice: by the walk that follows
+    # the parent's watch, and by its own creation event. watchdog warned "Callback with
+    # id ... already exists for watch" on the second; the daemon's log showed it.
+    watcher = make_watcher()
+    for i in range(300):
+        os.makedirs(workspace / f"p{i}" / "q" / "r")
+        write(workspace / f"p{i}" / "q" / "r" / "n.md")
+    assert sink.wait(lambda s: len(s.changes) >= 300, timeout=30)
+    quiet(watcher)
+    assert sorted(c.path for c in sink.changes) == sorted(f"p{i}/q/r/n.md" for i in range(300))
+    assert [str(w.message) for w in recwarn if "already exists for watch" in str(w.message)] == []
