@@ -16,19 +16,31 @@ from typing import Any
 from mnoted.errors import WorkspaceInvalid
 
 CONFIG_PATH = ".mnote/config.toml"
-_ID_LINE = re.compile(r'^workspaceId\s*=\s*""\s*$', re.MULTILINE)
+_BLANK_ID_LINE = re.compile(
+    r"""^workspaceId[ \t]*=[ \t]*(["'])[ \t]*\1(?P<rest>[ \t]*(?:#.*)?)$""", re.MULTILINE
+)
 
 
 def new_workspace_id() -> str:
     return "ws_" + secrets.token_hex(8)
 
 
-def render(template: str, workspace_id: str) -> str:
-    """The template's config text with its empty ``workspaceId`` filled in."""
-    text, count = _ID_LINE.subn(f'workspaceId = "{workspace_id}"', template, count=1)
-    if count != 1:
-        text = f'workspaceId = "{workspace_id}"\n' + template
-    return text
+def render(text: str, workspace_id: str) -> str:
+    """Config ``text`` (the template's, or a workspace's own) with its blank or missing
+    ``workspaceId`` filled in; the rest of the text is kept as it was."""
+    line = f'workspaceId = "{workspace_id}"'
+    filled, count = _BLANK_ID_LINE.subn(lambda m: line + m["rest"], text, count=1)
+    return filled if count else f"{line}\n{text}"
+
+
+def lacks_id(text: str) -> bool:
+    """Whether config ``text`` is TOML whose ``workspaceId`` is missing or blank (what
+    ``mnote init`` fills in: a config copied from the template, or written by hand)."""
+    try:
+        wid = tomllib.loads(text).get("workspaceId")
+    except tomllib.TOMLDecodeError:
+        return False
+    return wid is None or (isinstance(wid, str) and not wid.strip())
 
 
 @dataclass(frozen=True)
@@ -80,15 +92,25 @@ class WorkspaceConfig:
 
     @classmethod
     def load(cls, root: Path) -> WorkspaceConfig:
-        path = root / CONFIG_PATH
-        try:
-            text = path.read_text("utf-8")
-        except FileNotFoundError:
-            raise WorkspaceInvalid(
-                f"{root} is not an mnote workspace (no {CONFIG_PATH})",
-                hint=f"Run `mnote init {root}` first.",
-            ) from None
-        return cls.parse(text, str(path))
+        return cls.parse(config_text(root), str(root / CONFIG_PATH))
+
+
+def config_text(root: Path) -> str:
+    """The text of ``root``'s config; :class:`WorkspaceInvalid` if it has none or it is not
+    UTF-8."""
+    path = root / CONFIG_PATH
+    try:
+        return path.read_text("utf-8")
+    except FileNotFoundError:
+        raise WorkspaceInvalid(
+            f"{root} is not an mnote workspace (no {CONFIG_PATH})",
+            hint=f"Run `mnote init {root}` first.",
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise WorkspaceInvalid(
+            f"{path} is not UTF-8 ({exc.reason} at byte {exc.start})",
+            hint=f"Fix {path} and try again.",
+        ) from None
 
 
 def _table(data: dict[str, Any], name: str, origin: str) -> dict[str, Any]:

@@ -66,7 +66,14 @@ from mnoted.store.bootstrap import (
     take_process_lock,
     unfinished_operation,
 )
-from mnoted.store.config import CONFIG_PATH, WorkspaceConfig, new_workspace_id, render
+from mnoted.store.config import (
+    CONFIG_PATH,
+    WorkspaceConfig,
+    config_text,
+    lacks_id,
+    new_workspace_id,
+    render,
+)
 from mnoted.store.facades import Idempotency, KeyValue
 from mnoted.store.journal import Entry, FileStep, Journal
 from mnoted.store.maintenance import PackReport, pack_loose_objects
@@ -206,10 +213,15 @@ class Workspace:
         for rel, data in template_files().items():
             target = root / rel
             if rel == CONFIG_PATH:
-                if target.exists():
-                    WorkspaceConfig.load(root)
+                # the workspace's own config, or the template's; either gets an id if it
+                # has none (a config copied from the template, or written by hand)
+                text = config_text(root) if target.exists() else data.decode("utf-8")
+                if not lacks_id(text):
+                    WorkspaceConfig.parse(text, str(target))  # (what else is wrong in it)
                     continue
-                data = render(data.decode("utf-8"), new_workspace_id()).encode("utf-8")
+                text = render(text, new_workspace_id())
+                WorkspaceConfig.parse(text, str(target))  # (the id went where TOML reads it)
+                data = text.encode("utf-8")
             elif rel == ".gitignore" and target.exists():
                 data = merged_gitignore(target.read_bytes(), data)
                 if data == target.read_bytes():

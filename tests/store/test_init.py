@@ -43,6 +43,68 @@ def test_init_is_idempotent_and_keeps_the_id(tmp_path: Path) -> None:
     assert len(git(root, "log", "--format=%H").split()) == 1
 
 
+@pytest.mark.parametrize(
+    "config",
+    [
+        None,  # the template copied by hand: its workspaceId is ""
+        '[profile]\napprovalMode = "yolo"\n',  # written by hand, no id at all
+        "workspaceId = '   '\n\n[profile]\napprovalMode = \"yolo\"\n",
+        'workspaceId = ""  # set by init\n[profile]\napprovalMode = "yolo"\n',
+    ],
+)
+def test_init_gives_a_config_without_an_id_one_and_keeps_its_settings(
+    tmp_path: Path, config: str | None
+) -> None:
+    # Opening such a folder says "has no workspaceId; run `mnote init`", so init must mend
+    # it (it used to refuse with that same message).
+    root = tmp_path / "notes"
+    (root / ".mnote").mkdir(parents=True)
+    text = config if config is not None else template_files()[".mnote/config.toml"].decode()
+    (root / ".mnote/config.toml").write_text(text)
+    (root / "a.md").write_text("# A\n")
+    git(root, "init", "-q")
+    with pytest.raises(WorkspaceInvalid, match="no workspaceId") as info:
+        Workspace.open(root)
+    assert "mnote init" in info.value.hint
+    with Workspace.init(root) as ws:
+        wid = ws.workspace_id
+        assert wid.startswith("ws_")
+        if config is not None:
+            assert ws.config.approval_mode == "yolo"
+    written = (root / ".mnote/config.toml").read_text()
+    assert any(line.startswith(f'workspaceId = "{wid}"') for line in written.splitlines())
+
+    def settings(config: str) -> list[str]:
+        return [line for line in config.splitlines() if not line.startswith("workspaceId")]
+
+    assert settings(written) == settings(text)
+    with Workspace.init(root) as ws:  # and from then on, it is kept
+        assert ws.workspace_id == wid
+    assert "workspace.init" in git(root, "log", "-1", "--format=%s")
+    assert git(root, "show", "HEAD:.mnote/config.toml") == written
+    assert_clean(root)
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ("workspaceId = 7\n", "no workspaceId"),
+        ("workspaceId = [\n", "not valid TOML"),
+        (b'workspaceId = "\xff"\n', "not UTF-8"),
+    ],
+)
+def test_init_refuses_a_config_it_cannot_mend(
+    tmp_path: Path, config: str | bytes, message: str
+) -> None:
+    root = tmp_path / "notes"
+    (root / ".mnote").mkdir(parents=True)
+    data = config.encode() if isinstance(config, str) else config
+    (root / ".mnote/config.toml").write_bytes(data)
+    with pytest.raises(WorkspaceInvalid, match=message):
+        Workspace.init(root)
+    assert (root / ".mnote/config.toml").read_bytes() == data
+
+
 def test_init_imports_an_existing_plain_folder(tmp_path: Path) -> None:
     root = tmp_path / "notes"
     (root / "sub").mkdir(parents=True)
