@@ -435,7 +435,7 @@ def _insert(
     if index > 0:
         at = siblings[index - 1].end
     elif parent is None:
-        at = page.body_start
+        at = _page_start(page, siblings)
     else:
         at = parent.head_end
     tight = in_list and parent is not None and parent.props.get("tight", True)
@@ -448,6 +448,12 @@ def _insert(
     pads = ((0, 0), (1, 0), (0, 1), (1, 1)) if tight else ((1, 1), (1, 0), (0, 1), (0, 0))
     new_page, first = _splice_block(page, at, at, lines, prefix, new_type, forced_id, (), pads)
     return new_page, first, new_type
+
+
+def _page_start(page: Page, tops: Sequence[Block]) -> int:
+    """Where a block put first on the page goes: before the first block, past the blank
+    lines that part it from the frontmatter (they stay there)."""
+    return tops[0].start if tops else page.body_start
 
 
 def insert_block_after(
@@ -698,7 +704,7 @@ def _move(page: Page, block: Block, parent: Block | None, index: int, command: s
     prefix = ""
     in_list = False
     if parent is None:
-        at = siblings[index - 1].end if index > 0 else page.body_start
+        at = siblings[index - 1].end if index > 0 else _page_start(page, siblings)
     else:
         in_list = parent.type == "list"
         prefix = parent.outer_prefix if in_list else parent.prefix

@@ -41,6 +41,32 @@ def test_insert_at_start_of_page(page) -> None:
     assert r.changed_block_ids == [r.details["insertedBlockId"]]
 
 
+@pytest.mark.parametrize(
+    ("doc", "expected"),
+    [
+        (b"---\ntitle: T\n---\n\n# H\n", b"---\ntitle: T\n---\n\nnew\n\n# H\n"),
+        (b"---\ntitle: T\n---\n# H\n", b"---\ntitle: T\n---\nnew\n\n# H\n"),
+        (b"\n\n# H\n", b"\n\nnew\n\n# H\n"),
+        (b"---\ntitle: T\n---\n", b"---\ntitle: T\n---\nnew\n"),
+    ],
+)
+def test_insert_at_start_keeps_the_blank_line_after_the_frontmatter(
+    doc: bytes, expected: bytes
+) -> None:
+    # (it went between the frontmatter and the blank line that parted it from the page)
+    r = C.insert_block_after(parse_page(doc, "x.md"), {"type": "paragraph", "text": "new"})
+    check(r, expected)
+    assert r.page.blocks[0].id == r.details["insertedBlockId"]
+
+
+def test_a_block_moved_to_the_start_goes_after_the_blank_line_below_the_frontmatter() -> None:
+    page = parse_page(b"---\ntitle: T\n---\n\n# H\n\nlast\n", "x.md")
+    last = page.blocks[-1].id
+    r = C.move_block(page, last)
+    check(r, b"---\ntitle: T\n---\n\nlast\n\n# H\n")
+    assert r.page.blocks[0].id == last
+
+
 def test_insert_after_paragraph_uses_the_files_line_ending(page) -> None:
     para = ids(page)["paragraph:Para one"]
     r = C.insert_block_after(page, {"type": "heading", "text": "Sub", "props": {"level": 2}}, para)
