@@ -74,7 +74,8 @@ def print_response(response: dict[str, Any], color: bool = False) -> None:
         return
     if tool == "mnote.doc.history":
         for c in result.get("commits", []):
-            print(f"{c['commit'][:10]} {c.get('actor') or '':<10} {c['subject']}")
+            who = c.get("actor") or c.get("author") or ""
+            print(f"{c['commit'][:10]} {who:<10} {c['subject']}")
             if c.get("commandId") or c.get("traceId"):
                 print(
                     f"           command={c.get('commandId') or ''} trace={c.get('traceId') or ''}"

@@ -471,7 +471,8 @@ _SPECS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "mnote.doc.history",
-        "A page's commits with their command, trace and actor.",
+        "A page's commits, newest first: subject, time, Git author, and for mnoted's own"
+        " commits their command, trace and actor.",
         DocHistoryArgs,
         HistoryResult,
         ("page.read",),

@@ -155,6 +155,7 @@ def doc_history(call: Call) -> dict[str, Any]:
             "actor": e.actor,
             "subject": e.subject,
             "time": e.time,
+            "author": e.author,
         }
         if e.old_path:
             item["oldPath"] = e.old_path

@@ -128,9 +128,10 @@ class HistoryEntry:
     old_path: str | None
     status: str
     command_id: str | None
-    actor: str | None
+    actor: str | None  # mnoted's actor id; None for a commit made outside mnoted
     subject: str
     time: int
+    author: str | None = None  # the commit's Git author name
 
 
 @dataclass(frozen=True)

@@ -522,7 +522,22 @@ class Workspace:
             doc_id, path = doc.document_id, doc.path
         except NotFound:
             doc_id, path = None, normalize(ref)
-        return self._side.history(doc_id, path, limit)
+        return [self._with_commit(e) for e in self._side.history(doc_id, path, limit)]
+
+    def _with_commit(self, entry: HistoryEntry) -> HistoryEntry:
+        """``entry`` with its commit's author, and its subject and time when the sidecar has
+        no command for it (a commit made with ``git`` itself, or before mnoted came)."""
+        try:
+            commit = self._repo[entry.commit]
+        except (KeyError, ValueError):
+            return entry  # (gone since: a history rewritten under the sidecar)
+        if not isinstance(commit, pygit2.Commit):
+            return entry
+        author = commit.author.raw_name.decode("utf-8", "replace")
+        if entry.command_id is not None:
+            return replace(entry, author=author)
+        subject = commit.raw_message.decode("utf-8", "replace").split("\n", 1)[0].strip()
+        return replace(entry, subject=subject, time=commit.commit_time, author=author)
 
     def find_command(
         self,

@@ -235,6 +235,31 @@ def test_page_lifecycle_keeps_the_document_id(h: Harness) -> None:
     assert h.call("mnote.page.get", documentId=doc)["error"]["code"] == "mnote_tool_not_found"
 
 
+def test_history_names_the_subject_time_and_author_of_commits_made_with_git(h: Harness) -> None:
+    # Commits made outside mnoted (the user's own `git commit`, or a repository's history
+    # from before mnoted) came back with an empty subject and time 0.
+    path = h.root / "notes/plan.md"
+    path.write_text(path.read_text() + "\nTypo fixed by hand.\n")
+    h.git("add", "notes/plan.md")
+    h.git("commit", "-qm", "Fix a typo\n\nMore words.", "--author=Ann Editor <ann@example.invalid>")
+    edited = h.write(
+        "mnote.doc.markdown_edit",
+        path="notes/plan.md",
+        args={"operations": [{"search": "Typo fixed by hand.", "replace": "Typo fixed."}]},
+    )
+    assert edited["ok"], edited["error"]
+    commits = h.call("mnote.doc.history", path="notes/plan.md")["result"]["commits"]
+    by_hand = commits[1]
+    assert by_hand["commit"] == h.git("rev-parse", "HEAD~1").strip()
+    assert by_hand["subject"] == "Fix a typo"
+    assert by_hand["author"] == "Ann Editor"
+    assert by_hand["actor"] is None and by_hand["commandId"] is None
+    assert by_hand["time"] == int(h.git("log", "-1", "--format=%ct", "HEAD~1"))
+    assert commits[0]["commandId"] == edited["audit"]["commandId"]
+    assert commits[0]["subject"].startswith("doc.markdownEdit")
+    assert all(c["subject"] and c["time"] > 0 and c["author"] for c in commits)
+
+
 @pytest.mark.parametrize(
     "bad", ["../escape.md", "/etc/passwd.md", ".git/hooks/x.md", ".mnote/x.md", "notes/x.txt"]
 )
