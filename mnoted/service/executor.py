@@ -493,6 +493,8 @@ class Service:
         if plan.after_commit is not None:
             result.update(plan.after_commit(ws, commit.commit))
         result["revision"] = commit.commit
+        document_id = document_id or result.get("documentId")  # (a page just created)
+        path = result.get("path") or (plan.document.path if plan.document else None)
         audit = Audit(
             effect="write",
             commandId=commit.command_id,
@@ -509,13 +511,16 @@ class Service:
         from mnoted.service import review
 
         ws.with_landing(  # (kept in the group's review batch: dropped if it fails)
-            lambda: review.record_applied(call, plan, commit.commit, commit.command_id)
+            lambda: review.record_applied(
+                call, plan, commit.commit, commit.command_id, document_id, path
+            )
         )
         self.landed(
             ws,
             plan,
             commit,
-            path=result.get("path") or (plan.document.path if plan.document else None),
+            path=path,
+            document_id=document_id,
             tool=spec.name,
             tool_call_id=request.toolCallId,
             trace_id=request.traceId,
@@ -572,6 +577,7 @@ class Service:
         tool_call_id: str | None,
         trace_id: str | None,
         actor: str,
+        document_id: str | None = None,
         **extra: Any,
     ) -> None:
         """What follows every committed write: the page's ids kept for its new blob, the event.
@@ -586,7 +592,7 @@ class Service:
                 self.pages.remember_ids(ws, plan.document, blob, plan.edit.page)
         event = {
             "workspaceId": ws.workspace_id,
-            "documentId": plan.document.document_id if plan.document else None,
+            "documentId": plan.document.document_id if plan.document else document_id,
             "path": path,
             "commit": commit.commit,
             "commandId": commit.command_id,

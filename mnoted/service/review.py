@@ -289,14 +289,21 @@ def propose(
     return session
 
 
-def record_applied(call: Call, plan: WritePlan, commit: str, command_id: str) -> None:
+def record_applied(
+    call: Call,
+    plan: WritePlan,
+    commit: str,
+    command_id: str,
+    document_id: str | None,
+    path: str | None,
+) -> None:
     """The review-compatible record of a write that needed no review (yolo, owner, ...)."""
     args = call.wire_args
     store = store_of(call.service, call.ws)
     session = _new_session(call, call.spec.name, args, {"toolName": call.spec.name, "args": args})
     session["state"] = "applied"
-    session["documentId"] = plan.document.document_id if plan.document else None
-    session["path"] = plan.loaded.path if plan.loaded else None
+    session["documentId"] = document_id
+    session["path"] = path
     if plan.loaded is not None:
         session["base"] = _base(plan.loaded, args)
     if plan.edit is not None:

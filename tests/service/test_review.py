@@ -197,6 +197,21 @@ def test_yolo_records_a_review_compatible_session_for_every_write(h: Harness) ->
     assert sessions[0]["state"] == "applied" and sessions[0]["toolCallId"] == resp["toolCallId"]
 
 
+def test_a_page_created_is_recorded_with_its_path_and_id(h: Harness) -> None:
+    # (its record had neither, nor had the answer's audit or its event the new page's id)
+    events: list[dict] = []
+    h.service.events.subscribe(events.append)
+    resp = h.write("mnote.page.create", args={"path": "notes/new.md", "content": "Body."})
+    assert resp["ok"], resp["error"]
+    doc = resp["result"]["documentId"]
+    assert resp["audit"]["documentId"] == doc
+    assert [e["documentId"] for e in events if e["type"] == "commit"] == [doc]
+    sessions = h.call("mnote.review.list", documentId="notes/new.md")["result"]["sessions"]
+    assert [(s["state"], s["path"], s["documentId"]) for s in sessions] == [
+        ("applied", "notes/new.md", doc)
+    ]
+
+
 def test_required_mode_holds_every_agent_write_but_not_the_owners(h: Harness) -> None:
     set_mode(h, "required")
     agent = h.agent("hermes")
