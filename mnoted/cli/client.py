@@ -154,6 +154,7 @@ class Client:
         args: dict[str, Any] | None = None,
         dry_run: bool = False,
         workspace: str | None = None,
+        base_revision: str | None = None,
     ) -> dict[str, Any]:
         """A complete call: the CLI makes up the ids an agent runtime would send."""
         spec = lookup(tool)
@@ -170,6 +171,8 @@ class Client:
             out["workspaceId"] = workspace
         if document is not None:
             out["documentId"] = document
+        if base_revision is not None:
+            out["baseRevision"] = base_revision
         if spec is not None and spec.writes:
             out["idempotencyKey"] = f"idem_{call_id}"
             out["dryRun"] = dry_run
@@ -182,8 +185,8 @@ class Client:
         args: dict[str, Any] | None = None,
         dry_run: bool = False,
         workspace: str | None = None,
+        base_revision: str | None = None,
     ) -> dict[str, Any]:
-        _status, body = self.request(
-            "POST", "/v1/tools/call", self.envelope(tool, document, args, dry_run, workspace)
-        )
+        envelope = self.envelope(tool, document, args, dry_run, workspace, base_revision)
+        _status, body = self.request("POST", "/v1/tools/call", envelope)
         return dict(body)

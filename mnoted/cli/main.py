@@ -71,7 +71,7 @@ def parser() -> argparse.ArgumentParser:
     call.add_argument(
         "--args", type=_json_arg, default={}, help="arguments as JSON ('-' reads stdin)"
     )
-    call.add_argument("--dry-run", action="store_true")
+    _write_flags(call)
 
     page = sub.add_parser("page", help="page shortcuts").add_subparsers(
         dest="page_cmd", required=True
@@ -82,15 +82,15 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("doc")
     s.add_argument("--markdown", required=True, help="Markdown to write ('-' reads stdin)")
     s.add_argument("--mode", choices=["append", "replace"], default="append")
-    s.add_argument("--dry-run", action="store_true")
+    _write_flags(s)
     t = page.add_parser("title")
     t.add_argument("doc")
     t.add_argument("title")
-    t.add_argument("--dry-run", action="store_true")
+    _write_flags(t)
     o = page.add_parser("options")
     o.add_argument("doc")
     o.add_argument("settings", nargs="+", help="wideLayout=true showToc=false ...")
-    o.add_argument("--dry-run", action="store_true")
+    _write_flags(o)
     c = page.add_parser("create")
     c.add_argument("path")
     c.add_argument("--markdown", default="")
@@ -110,7 +110,7 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument(
         "--replace", nargs=2, action="append", metavar=("SEARCH", "REPLACE"), required=True
     )
-    e.add_argument("--dry-run", action="store_true")
+    _write_flags(e)
 
     editor = sub.add_parser("editor", help="block commands (seed 004 field names)")
     esub = editor.add_subparsers(dest="editor_cmd", required=True)
@@ -123,7 +123,7 @@ def parser() -> argparse.ArgumentParser:
         cmd.add_argument("--block", help="block JSON, or plain text for a paragraph")
         cmd.add_argument("--block-type")
         cmd.add_argument("--props", type=_json_arg)
-        cmd.add_argument("--dry-run", action="store_true")
+        _write_flags(cmd)
 
     review = sub.add_parser("review", help="review sessions").add_subparsers(
         dest="review_cmd", required=True
@@ -161,7 +161,29 @@ def parser() -> argparse.ArgumentParser:
     gr = grant.add_parser("revoke")
     gr.add_argument("--workspace", type=Path, required=True)
     gr.add_argument("token_id")
+    _json_anywhere(p)
     return p
+
+
+def _write_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dry-run", action="store_true", help="show what would change, write nothing")
+    p.add_argument(
+        "--base",
+        metavar="REVISION",
+        help="the page's revision this write is based on: refused with mnote_tool_conflict "
+        "if the page changed since",
+    )
+
+
+def _json_anywhere(p: argparse.ArgumentParser) -> None:
+    """Take ``--json`` after the command too (``mnote log x.md --json``), not only before."""
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                child.add_argument(
+                    "--json", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+                )
+                _json_anywhere(child)
 
 
 def _daemon_args(p: argparse.ArgumentParser) -> None:
@@ -412,7 +434,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "log" and args.page is None:
             return _workspace_log(client, args)
         tool, doc, tool_args, dry = tool_call(args)
-        response = client.call(tool, doc, tool_args, dry, args.workspace_id)
+        base = getattr(args, "base", None)
+        response = client.call(tool, doc, tool_args, dry, args.workspace_id, base)
         if args.json:
             print(json.dumps(response, indent=2, ensure_ascii=False))
         else:

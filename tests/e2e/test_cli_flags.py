@@ -1,0 +1,47 @@
+"""The `mnote` command's flags, run as a user runs it against a real daemon."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.e2e.conftest import DaemonProcess
+
+
+def mnote(daemon: DaemonProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    cli = [sys.executable, "-m", "mnoted.cli.main", "--socket", str(daemon.socket)]
+    return subprocess.run([*cli, *args], env=daemon.env, capture_output=True, text=True, timeout=60)
+
+
+def test_json_is_taken_after_the_command_as_before_it(daemon: DaemonProcess) -> None:
+    after = mnote(daemon, "page", "get", "Welcome.md", "--json")
+    assert after.returncode == 0, after.stderr
+    before = mnote(daemon, "--json", "page", "get", "Welcome.md")
+    assert json.loads(after.stdout)["result"] == json.loads(before.stdout)["result"]
+    plain = mnote(daemon, "page", "get", "Welcome.md")
+    assert plain.returncode == 0 and not plain.stdout.startswith("{")
+
+
+def test_base_makes_a_write_on_a_block_changed_since_a_conflict(daemon: DaemonProcess) -> None:
+    got = mnote(daemon, "page", "get", "Welcome.md", "--json")
+    base = json.loads(got.stdout)["result"]["revision"]
+    page = daemon.workspace / "Welcome.md"
+    edit = ["page", "edit", "Welcome.md", "--base", base, "--replace"]
+    first = mnote(daemon, *edit, "Welcome to your", "Hello from your")
+    assert first.returncode == 0, first.stdout + first.stderr
+    after_first = page.read_text()
+    stale = mnote(daemon, *edit, "mnote workspace", "notes", "--json")  # the same heading
+    assert stale.returncode == 1
+    answer = json.loads(stale.stdout)
+    assert answer["error"]["code"] == "mnote_tool_conflict"
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=daemon.workspace, capture_output=True, text=True
+    ).stdout.strip()
+    assert answer["error"]["details"]["currentRevision"] == head
+    assert page.read_text() == after_first  # nothing written
+    # a block the write since left alone: the edit is carried onto the current revision
+    other = mnote(daemon, "editor", "insert_block_after", "Welcome.md", "--block", "Late.",
+                  "--base", base, "--json")  # fmt: skip
+    assert other.returncode == 0 and json.loads(other.stdout)["audit"]["rebased"] is True
+    assert "Hello from your" in page.read_text() and "Late." in page.read_text()
