@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 _RED, _GREEN, _CYAN, _BOLD, _RESET = "\033[31m", "\033[32m", "\033[36m", "\033[1m", "\033[0m"
@@ -27,13 +28,14 @@ def colour_diff(diff: str, color: bool) -> str:
 
 
 def print_response(response: dict[str, Any], color: bool = False) -> None:
-    if not response.get("ok"):
+    if not response.get("ok"):  # (on stderr, as a command's errors go; --json prints all)
         error = response.get("error") or {}
-        print(f"error {error.get('code')}: {error.get('message')}")
+        print(f"error {error.get('code')}: {error.get('message')}", file=sys.stderr)
         if error.get("hint"):
-            print(f"  hint: {error['hint']}")
+            print(f"  hint: {error['hint']}", file=sys.stderr)
         if error.get("details"):
-            print(f"  details: {json.dumps(error['details'], ensure_ascii=False)}")
+            details = json.dumps(error["details"], ensure_ascii=False)
+            print(f"  details: {details}", file=sys.stderr)
         return
     result = response.get("result") or {}
     audit = response.get("audit") or {}

@@ -45,3 +45,13 @@ def test_base_makes_a_write_on_a_block_changed_since_a_conflict(daemon: DaemonPr
                   "--base", base, "--json")  # fmt: skip
     assert other.returncode == 0 and json.loads(other.stdout)["audit"]["rebased"] is True
     assert "Hello from your" in page.read_text() and "Late." in page.read_text()
+
+
+def test_a_tool_error_goes_to_stderr_with_its_code_and_hint(daemon: DaemonProcess) -> None:
+    missing = mnote(daemon, "page", "get", "nope.md")
+    assert missing.returncode == 1 and missing.stdout == ""
+    assert missing.stderr.startswith("error mnote_tool_not_found:")
+    assert "  hint: " in missing.stderr
+    as_json = mnote(daemon, "page", "get", "nope.md", "--json")
+    assert as_json.returncode == 1 and as_json.stderr == ""
+    assert json.loads(as_json.stdout)["error"]["code"] == "mnote_tool_not_found"

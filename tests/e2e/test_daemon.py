@@ -220,7 +220,7 @@ def test_cli_round_trip_and_exit_codes(daemon: DaemonProcess) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert (daemon.workspace / "plan.md").read_text().endswith("- one\n- two\n- three\n")
     failed = daemon.cli("editor", "delete_block", "plan.md", "--block-id", "nope")
-    assert failed.returncode == 1 and "mnote_block_not_found" in failed.stdout
+    assert failed.returncode == 1 and "mnote_block_not_found" in failed.stderr
     usage = daemon.cli("editor", "explode")
     assert usage.returncode == 2
     unreachable = subprocess.run(
