@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import json
 import sys
+import unicodedata
 from typing import Any
 
 _RED, _GREEN, _CYAN, _BOLD, _RESET = "\033[31m", "\033[32m", "\033[36m", "\033[1m", "\033[0m"
+
+
+def pad(text: str, width: int) -> str:
+    """``text`` padded to ``width`` terminal columns (a CJK character takes two)."""
+    used = sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+    return text + " " * max(0, width - used)
 
 
 def colour_diff(diff: str, color: bool) -> str:
@@ -72,12 +79,12 @@ def print_response(response: dict[str, Any], color: bool = False) -> None:
         return
     if tool == "mnote.workspace.list":
         for page in result.get("pages", []):
-            print(f"{page['documentId']:<26} {page['path']:<40} {page['title']}")
+            print(f"{page['documentId']:<26} {pad(page['path'], 40)} {page['title']}")
         return
     if tool == "mnote.doc.history":
         for c in result.get("commits", []):
             who = c.get("actor") or c.get("author") or ""
-            print(f"{c['commit'][:10]} {who:<10} {c['subject']}")
+            print(f"{c['commit'][:10]} {pad(who, 10)} {c['subject']}")
             if c.get("commandId") or c.get("traceId"):
                 print(
                     f"           command={c.get('commandId') or ''} trace={c.get('traceId') or ''}"

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+from mnoted.cli.output import pad
 from tests.e2e.conftest import DaemonProcess
 
 
@@ -55,3 +56,8 @@ def test_a_tool_error_goes_to_stderr_with_its_code_and_hint(daemon: DaemonProces
     as_json = mnote(daemon, "page", "get", "nope.md", "--json")
     assert as_json.returncode == 1 and as_json.stderr == ""
     assert json.loads(as_json.stdout)["error"]["code"] == "mnote_tool_not_found"
+
+
+def test_columns_count_a_wide_character_as_two() -> None:
+    assert pad("中文/笔记 一.md", 20) == "中文/笔记 一.md" + " " * 5  # 15 columns wide
+    assert pad("abc", 5) == "abc  " and pad("abcdef", 3) == "abcdef"
