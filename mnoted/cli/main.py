@@ -171,7 +171,7 @@ def _write_flags(p: argparse.ArgumentParser) -> None:
         "--base",
         metavar="REVISION",
         help="the page's revision this write is based on: refused with mnote_tool_conflict "
-        "if the page changed since",
+        "if a block it touches changed since (other changes are carried over)",
     )
 
 
