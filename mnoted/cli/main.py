@@ -33,6 +33,13 @@ def _json_arg(text: str) -> Any:
         raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
 
 
+def _setting(text: str) -> tuple[str, bool]:
+    key, sep, value = text.partition("=")
+    if not key or not sep or value.lower() not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"{text!r}: use key=true or key=false")
+    return key, value.lower() == "true"
+
+
 def _duration(text: str) -> float:
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     try:
@@ -89,7 +96,7 @@ def parser() -> argparse.ArgumentParser:
     _write_flags(t)
     o = page.add_parser("options")
     o.add_argument("doc")
-    o.add_argument("settings", nargs="+", help="wideLayout=true showToc=false ...")
+    o.add_argument("settings", nargs="+", type=_setting, help="wideLayout=true showToc=false ...")
     _write_flags(o)
     c = page.add_parser("create")
     c.add_argument("path")
@@ -231,16 +238,6 @@ def _block_args(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def _options(settings: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in settings:
-        key, sep, value = item.partition("=")
-        if not sep or value.lower() not in ("true", "false"):
-            raise SystemExit(f"mnote: options are key=true or key=false, not {item!r}")
-        out[key] = value.lower() == "true"
-    return out
-
-
 def _text(value: str) -> str:
     return sys.stdin.read() if value == "-" else value
 
@@ -277,7 +274,7 @@ def tool_call(args: argparse.Namespace) -> tuple[str, str | None, dict[str, Any]
     if sub == "title":
         return "mnote.page.update_title", args.doc, {"title": args.title}, dry
     if sub == "options":
-        return "mnote.page.update_options", args.doc, {"options": _options(args.settings)}, dry
+        return "mnote.page.update_options", args.doc, {"options": dict(args.settings)}, dry
     if sub == "create":
         body: dict[str, Any] = {"path": args.path, "content": _text(args.markdown)}
         if args.title:

@@ -61,3 +61,11 @@ def test_a_tool_error_goes_to_stderr_with_its_code_and_hint(daemon: DaemonProces
 def test_columns_count_a_wide_character_as_two() -> None:
     assert pad("中文/笔记 一.md", 20) == "中文/笔记 一.md" + " " * 5  # 15 columns wide
     assert pad("abc", 5) == "abc  " and pad("abcdef", 3) == "abcdef"
+
+
+def test_a_malformed_option_is_a_usage_error(daemon: DaemonProcess) -> None:
+    bad = mnote(daemon, "page", "options", "Welcome.md", "wide=maybe")
+    assert bad.returncode == 2 and "use key=true or key=false" in bad.stderr
+    good = mnote(daemon, "page", "options", "Welcome.md", "wideLayout=true", "--json")
+    assert json.loads(good.stdout)["ok"]
+    assert "wideLayout: true" in (daemon.workspace / "Welcome.md").read_text()
