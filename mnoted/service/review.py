@@ -149,11 +149,16 @@ def _actions(state: str, session: dict[str, Any]) -> dict[str, Any]:
 
 
 def _risk(tool: str, preview: dict[str, Any]) -> str:
-    spec = TOOLS[tool]
-    changed = len(preview.get("changedBlocks", []))
-    if spec.annotations.destructive or changed > 10:
+    """What the proposal does, where its preview shows it: ``high`` if it removes a block or
+    changes more than ten, ``medium`` for more than two, else ``low``; a destructive tool
+    whose effect no preview shows (a page deleted) is ``high``. (By the tool alone, an
+    agent's ``page.save`` that appends one paragraph was ``high``, as its replace is.)"""
+    changed = preview.get("changedBlocks", [])
+    if not changed:
+        return "high" if TOOLS[tool].annotations.destructive else "low"
+    if len(changed) > 10 or any(c.get("op") == "delete" for c in changed):
         return "high"
-    return "medium" if changed > 2 else "low"
+    return "medium" if len(changed) > 2 else "low"
 
 
 def _preview(plan: WritePlan, blocked: bool, warnings: list[str]) -> dict[str, Any]:

@@ -212,6 +212,20 @@ def test_a_page_created_is_recorded_with_its_path_and_id(h: Harness) -> None:
     ]
 
 
+def test_risk_is_what_the_proposal_does_not_the_tool_alone(h: Harness) -> None:
+    agent = h.agent("hermes")
+    doc = h.doc("notes/plan.md")
+    appended = propose_save(h, agent)["result"]
+    assert appended["preview"]["risk"] == "low"
+    replaced = h.write(
+        "mnote.page.save", agent, documentId=doc, content=["All new."], mode="replace"
+    )["result"]
+    assert any(c["op"] == "delete" for c in replaced["preview"]["changedBlocks"])
+    assert replaced["preview"]["risk"] == "high"
+    deleted = h.write("mnote.page.delete", agent, documentId=doc)["result"]
+    assert deleted["preview"]["risk"] == "high"
+
+
 def test_required_mode_holds_every_agent_write_but_not_the_owners(h: Harness) -> None:
     set_mode(h, "required")
     agent = h.agent("hermes")
