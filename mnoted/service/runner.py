@@ -223,6 +223,10 @@ class WorkspaceRunner:
                     # agents once, not by each half of it in turn).
                     batch = _started(self._queued_calls(MAX_GROUP - len(live)))
         except MnoteError as exc:
+            if not live:  # the group could not begin (HEAD detached meanwhile, say)
+                log.info("a group could not begin (%s); running its call alone", exc.message)
+                first.run()  # its answer is the error, as it would be alone
+                return
             if len(live) == 1 and not isinstance(exc, Conflict) and live[0].answer_error:
                 # one call: its error is its answer (a branch moved by someone else is
                 # retried, as a call on its own would be)
@@ -235,7 +239,7 @@ class WorkspaceRunner:
                 job.run(started=True)
             return
         except BaseException as exc:
-            for job in live:
+            for job in live or [first]:
                 job.future.set_exception(exc)
             return
         for job, result in zip(live, results, strict=True):

@@ -58,6 +58,7 @@ from watchdog.observers.inotify_c import (
 )
 from watchdog.observers.inotify_move_event_grouper import PathedInotifyEvent
 
+from mnoted.errors import MnoteError
 from mnoted.sync import listing
 from mnoted.sync.debounce import (
     ChangeKind,
@@ -878,7 +879,12 @@ class Watcher:
         try:
             self._sink.on_changes(kept)
         except Exception as exc:
-            logger.exception("sync: sink failed on a batch of %d changes", len(kept.changes))
+            if isinstance(exc, MnoteError):  # a state the sink named (HEAD detached, a lock)
+                logger.warning(
+                    "sync: a batch of %d changes waits: %s", len(kept.changes), exc.message
+                )
+            else:
+                logger.exception("sync: sink failed on a batch of %d changes", len(kept.changes))
             with self._cond:
                 self._last_error = f"sink failed: {exc!r}"
                 paths = ", ".join(c.path for c in kept.changes[:5])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import subprocess
 import time
@@ -324,3 +325,29 @@ def test_the_runner_outlives_a_failing_index_refresh(runner: WorkspaceRunner) ->
         faults.disarm()
     assert runner._thread.is_alive()
     wait_for(lambda: git(root, "status", "--porcelain") == "", timeout=15)
+
+
+def test_a_write_while_head_is_detached_is_answered_at_once(
+    runner: WorkspaceRunner, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The group could not begin (HEAD is read as it begins), no call of it had started, and
+    # the caller waited out the daemon's two-minute limit for an answer never given.
+    git(runner.root, "checkout", "-q", "--detach")
+    edit = {"operations": [{"search": "First", "replace": "1st"}]}
+    fields = {"documentId": "plan.md", "idempotencyKey": "k1", "dryRun": False, "args": edit}
+    raw = {"toolName": "mnote.doc.markdown_edit", "sessionId": "s", "runId": "r",
+           "toolCallId": "c", "traceId": "t", **fields}  # fmt: skip
+    future = runner.submit_call(raw, Actor.owner())
+    answer = json.loads(future.result(timeout=10))
+    assert answer["error"]["code"] == "mnote_workspace_invalid"
+    assert "detached" in answer["error"]["message"]
+    # an editor's save meanwhile waits, without a traceback in the log, and lands once
+    # the branch is back
+    (runner.root / "plan.md").write_text(PLAN + "\nSaved while detached.\n")
+    time.sleep(0.5)
+    assert not [r for r in caplog.records if r.exc_info and "detached" in str(r.exc_info[1])]
+    git(runner.root, "checkout", "-q", "-")
+    runner.reconcile("test").result(timeout=10)
+    assert "Saved while detached." in git(runner.root, "show", "HEAD:plan.md")
+    again = call(runner, "mnote.doc.markdown_edit", **{**fields, "idempotencyKey": "k2"})
+    assert again["ok"], again["error"]
