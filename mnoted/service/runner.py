@@ -53,6 +53,7 @@ class RunnerConfig:
     quiet_seconds: float = 0.3
     max_delay_seconds: float = 5.0
     reconcile_every: float = 300.0
+    retry_after: float = 5.0  # a failed pass is tried again this soon, then twice as late
     idle_after: float = 0.05
     index_lag_seconds: float = 1.0  # the Git index follows HEAD this closely under load
     pack_idle_seconds: float = 5.0
@@ -78,6 +79,9 @@ class WorkspaceRunner:
         self._index_flushed = time.monotonic()
         self._held: _Job | None = None  # a job taken from the queue that ended a group
         self._reconciled_generation = -1  # the watcher's generation the last full pass covers
+        self._retry_at: float | None = None  # when a failed pass is tried again
+        self._retry_wait = self.config.retry_after
+        self._refused = False  # whether the workspace refused a commit of edits since
         self._unsettled: set[str] = set()  # paths that may still differ from HEAD
         self.external_commits = 0
 
@@ -267,8 +271,11 @@ class WorkspaceRunner:
                 self._index_flushed = time.monotonic()
             else:
                 self.ws.refresh_index_soon()  # takes in the one started, if it ended
-            if time.monotonic() - self._last_reconcile > self.config.reconcile_every:
-                self._reconcile("periodic")
+            now = time.monotonic()
+            due = self._retry_at is not None and now >= self._retry_at
+            if due or now - self._last_reconcile > self.config.reconcile_every:
+                with contextlib.suppress(MnoteError):  # (logged, and tried again later)
+                    self._reconcile_or_retry("retry" if due else "periodic")
         except MnoteError as exc:
             log.warning("idle upkeep failed: %s", exc.message)
             return False
@@ -349,7 +356,12 @@ class WorkspaceRunner:
         try:
             result = ws.commit_external(paths, meta=grant_meta(grant) if grant else None)
         except MnoteError as exc:
-            log.warning("could not commit external edits of %s: %s", ", ".join(paths), exc.message)
+            log.warning(
+                "could not commit external edits of %s: %s; trying again in %.0f s",
+                ", ".join(paths),
+                exc.message,
+                self._retry_later(),
+            )
             return 0
         committed = set(result.paths) if result is not None else set()
         for path in paths:
@@ -477,8 +489,33 @@ class WorkspaceRunner:
         self._unsettled = set(self.ws.scan_changes(self._unsettled))
         return len(self._unsettled)
 
+    def _reconcile_or_retry(self, reason: str, *, signal: int | None = None) -> int:
+        """:meth:`_reconcile`, tried again in idle time while the workspace refuses it (HEAD
+        detached, a merge under way, a lock held): edits that came meanwhile are committed
+        soon after it is back, not at the next periodic pass."""
+        self._refused = False
+        try:
+            made = self._reconcile(reason, signal=signal)
+        except MnoteError as exc:
+            wait = self._retry_later()
+            log.warning(
+                "reconciling the workspace failed (%s); trying again in %.0f s", exc.message, wait
+            )
+            raise
+        if not self._refused:  # (every edit it found was committed)
+            self._retry_at, self._retry_wait = None, self.config.retry_after
+        return made
+
+    def _retry_later(self) -> float:
+        """Have a full pass made in idle time, sooner the first times; its delay."""
+        self._refused = True
+        if self._retry_at is None or self._retry_at < time.monotonic():
+            self._retry_at = time.monotonic() + self._retry_wait
+            self._retry_wait = min(self._retry_wait * 2, self.config.reconcile_every)
+        return self._retry_at - time.monotonic()
+
     def reconcile(self, reason: str = "requested", *, signal: int | None = None) -> Future[int]:
-        return self.submit(lambda: self._reconcile(reason, signal=signal))
+        return self.submit(lambda: self._reconcile_or_retry(reason, signal=signal))
 
 
 FALLBACK_SECONDS = 30.0

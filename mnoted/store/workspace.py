@@ -358,9 +358,12 @@ class Workspace:
         stamp = refs.stamp(self.gitdir, self._branch)
         if stamp == self._ref_stamp:
             return False
-        self._ref_stamp = stamp  # taken before reading: a change after it is seen next time
+        # Kept only once HEAD reads as a branch: a detached HEAD is refused on every call
+        # until a branch is back (kept before, the next call saw nothing new and committed
+        # on the old branch under a HEAD that was not on it).
         branch = refs.current_branch(self.gitdir)
         head = refs.read_ref(self.gitdir, branch)
+        self._ref_stamp = stamp  # taken before reading: a change after it is seen next time
         moved = branch != self._branch or head != self._head
         if moved and branch == self._branch and self._head is not None:
             self._keep_if_rewound(self._head, head)

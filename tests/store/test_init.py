@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mnoted.errors import LockBusy, WorkspaceInvalid
-from mnoted.store import Workspace, template_files
+from mnoted.store import CommandMeta, Workspace, Write, template_files
 from tests.store.conftest import assert_clean, git
 
 
@@ -144,6 +144,24 @@ def test_refuses_detached_head(tmp_path: Path) -> None:
         Workspace.open(root)
     with pytest.raises(WorkspaceInvalid, match="detached"):
         Workspace.init(root)
+
+
+def test_a_head_detached_while_open_is_refused_by_every_write_until_a_branch_is_back(
+    ws: Workspace,
+) -> None:
+    # The first write after `git checkout --detach` was refused; the next one saw nothing
+    # new in HEAD's stat data and committed on the branch under a HEAD that was not on it.
+    root = ws.root
+    branch_head = git(root, "rev-parse", "HEAD").strip()
+    git(root, "checkout", "-q", "--detach")
+    for text in ("# One\n", "# Two\n"):
+        with pytest.raises(WorkspaceInvalid, match="detached"):
+            ws.apply(CommandMeta("test.write", actor="test"), [Write("n.md", text.encode())])
+    assert git(root, "rev-parse", "main").strip() == branch_head
+    assert not (root / "n.md").exists()
+    git(root, "checkout", "-q", "main")
+    ws.apply(CommandMeta("test.write", actor="test"), [Write("n.md", b"# Three\n")])
+    assert git(root, "show", "HEAD:n.md") == "# Three\n"
 
 
 def test_refuses_a_repository_mid_merge(tmp_path: Path) -> None:
