@@ -57,7 +57,11 @@ def print_response(response: dict[str, Any], color: bool = False) -> None:
         return
     if "commandName" in result:
         state = "dry run" if result.get("dryRun") else audit.get("effect", "")
+        state = "nothing written" if state == "none" else state
         print(f"{result['commandName']} ({state}) {result.get('path', '')}")
+        if result.get("absolutePath"):  # a file grant: where to edit, and until when
+            print(f"  file      {result['absolutePath']}")
+            print(f"  grant     {result['grantId']} (until {result.get('expiresAt')})")
         if result.get("revision"):
             print(f"  revision  {result['revision']}")
         if audit.get("commandId"):

@@ -375,11 +375,15 @@ class Service:
         if spec.needs_document and "documentId" in missing and request.path is not None:
             missing.remove("documentId")
         if missing:
+            hint = (
+                "Name the page with documentId (its id, or its workspace-relative path)."
+                if missing == ["documentId"]
+                else "Writes need idempotencyKey and an explicit dryRun; every call needs "
+                "sessionId, runId, toolCallId and traceId"
+                + (", and this tool a documentId." if "documentId" in missing else ".")
+            )
             raise InvalidArguments(
-                f"{spec.name} requires {', '.join(missing)}",
-                hint="Writes need idempotencyKey and an explicit dryRun; every call needs "
-                "sessionId, runId, toolCallId and traceId.",
-                missing=missing,
+                f"{spec.name} requires {', '.join(missing)}", hint=hint, missing=missing
             )
         args = dict(request.args)
         declared = set(spec.args.model_fields)

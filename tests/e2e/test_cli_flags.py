@@ -69,3 +69,11 @@ def test_a_malformed_option_is_a_usage_error(daemon: DaemonProcess) -> None:
     good = mnote(daemon, "page", "options", "Welcome.md", "wideLayout=true", "--json")
     assert json.loads(good.stdout)["ok"]
     assert "wideLayout: true" in (daemon.workspace / "Welcome.md").read_text()
+
+
+def test_a_file_grant_prints_the_file_to_edit_and_the_grant(daemon: DaemonProcess) -> None:
+    granted = mnote(daemon, "call", "mnote.file.grant", "--doc", "Welcome.md")
+    assert granted.returncode == 0, granted.stderr
+    assert f"  file      {daemon.workspace / 'Welcome.md'}" in granted.stdout
+    assert "  grant     grant_" in granted.stdout
+    assert "(nothing written)" in granted.stdout

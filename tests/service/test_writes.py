@@ -374,3 +374,13 @@ def test_a_page_saved_a_moment_ago_is_found_before_the_watcher_commits_it(h: Har
         h.call("mnote.page.get", documentId="notes/missing.md")["error"]["code"]
         == "mnote_tool_not_found"
     )
+
+
+def test_a_missing_field_is_named_with_a_hint_about_that_field(h: Harness) -> None:
+    no_page = h.write("mnote.file.release", args={"grantId": "grant_x"})["error"]
+    assert no_page["code"] == "mnote_tool_invalid_arguments"
+    assert no_page["details"]["missing"] == ["documentId"]
+    assert "documentId" in no_page["hint"] and "idempotencyKey" not in no_page["hint"]
+    no_key = h.call("mnote.doc.markdown_edit", documentId="notes/plan.md", args={})["error"]
+    assert set(no_key["details"]["missing"]) == {"idempotencyKey", "dryRun"}
+    assert "idempotencyKey" in no_key["hint"]
