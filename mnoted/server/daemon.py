@@ -215,6 +215,9 @@ class Daemon:
                 )
             except TimeoutError:  # the workspace's thread is still busy (a huge commit)
                 status = {"head": None, "branch": None, "pendingChanges": None, "busy": True}
+            except MnoteError as exc:  # the repository refuses commits now (HEAD detached, ...)
+                status = {"head": None, "branch": None, "pendingChanges": None,
+                          "refused": exc.to_dict()}  # fmt: skip
             out.append(
                 {
                     "workspaceId": wid,

@@ -250,3 +250,18 @@ def test_workspace_request_limit(daemon: DaemonProcess) -> None:
         "POST", "/v1/tools/call", envelope("mnote.page.get", documentId="plan.md")
     )
     assert status == 200 and resp["ok"]
+
+
+def test_status_names_what_the_repository_refuses_and_serves_on(daemon: DaemonProcess) -> None:
+    # (with HEAD detached the whole answer was that one error, watcher health and all lost)
+    client = daemon.client()
+    git = ["git", "-C", str(daemon.workspace), "checkout", "-q"]
+    subprocess.run([*git, "--detach"], env=daemon.env, check=True)
+    status, body = client.request("GET", "/v1/workspaces")
+    assert status == 200
+    [ws] = body["workspaces"]
+    assert ws["refused"]["code"] == "mnote_workspace_invalid" and ws["head"] is None
+    assert ws["watcher"]["state"] == "running"
+    subprocess.run([*git, "-"], env=daemon.env, check=True)
+    [ws] = client.request("GET", "/v1/workspaces")[1]["workspaces"]
+    assert "refused" not in ws and ws["head"]
