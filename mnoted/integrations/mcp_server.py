@@ -1,8 +1,9 @@
 """``mnote mcp``: a stdio MCP server exposing the caller's ``mnote.*`` tools.
 
-It lists the tools of the daemon's manifest (enabled ones only, for the caller's token),
-with their JSON Schemas and annotations mapped to MCP's hints, and forwards each call to
-the daemon over its socket. The daemon does every check; this bridge only translates.
+It lists the tools of the daemon's manifest (enabled ones only, for the caller's token)
+under their model-safe names (``mnote_page_get``; a call may use either name), with their
+JSON Schemas and annotations mapped to MCP's hints, and forwards each call to the daemon
+over its socket. The daemon does every check; this bridge only translates.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ def mcp_tools(manifest: dict[str, Any]) -> list[types.Tool]:
         ann = entry["annotations"]
         out.append(
             types.Tool(
-                name=spec.name,
+                # the model-safe name: model providers refuse dots in a tool's name, and
+                # not every MCP client rewrites them (the title keeps the canonical one)
+                name=spec.safe_name,
                 title=spec.name,
                 description=spec.description,
                 input_schema=agent_schema(spec),
@@ -86,8 +89,8 @@ def build_server(client: Client) -> Server[Any]:
     return Server(
         "mnoted",
         version=__version__,
-        instructions="Markdown notes in a Git workspace. Read with mnote.page.get or "
-        "mnote.doc.fetch; edit text with mnote.doc.markdown_edit (dryRun true first to see "
+        instructions="Markdown notes in a Git workspace. Read with mnote_page_get or "
+        "mnote_doc_fetch; edit text with mnote_doc_markdown_edit (dryRun true first to see "
         "the diff).",
         on_list_tools=list_tools,
         on_call_tool=call_tool,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import anyio
@@ -27,7 +28,7 @@ def test_mcp_lists_tools_and_calls_a_read_and_a_write(daemon: DaemonProcess) -> 
     async def work(session: ClientSession) -> dict:
         listed = await session.list_tools()
         names = {t.name: t for t in listed.tools}
-        got = await session.call_tool("mnote.page.get", {"documentId": "plan.md"})
+        got = await session.call_tool("mnote_page_get", {"documentId": "plan.md"})
         wrote = await session.call_tool(
             "mnote.doc.markdown_edit",
             {
@@ -41,10 +42,12 @@ def test_mcp_lists_tools_and_calls_a_read_and_a_write(daemon: DaemonProcess) -> 
 
     out = anyio.run(_session_run, daemon, work)
     names = out["names"]
-    assert "mnote.page.get" in names and "mnote.doc.markdown_edit" in names
-    assert names["mnote.page.get"].annotations.read_only_hint is True
-    assert names["mnote.page.delete"].annotations.destructive_hint is True
-    schema = names["mnote.doc.markdown_edit"].input_schema
+    # listed under names model providers take ([A-Za-z0-9_-]{1,64}), titled canonically
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name) for name in names)
+    assert names["mnote_page_get"].title == "mnote.page.get"
+    assert names["mnote_page_get"].annotations.read_only_hint is True
+    assert names["mnote_page_delete"].annotations.destructive_hint is True
+    schema = names["mnote_doc_markdown_edit"].input_schema
     assert "operations" in schema["required"] and "dryRun" in schema["required"]
     assert "toolCallId" not in schema["required"]
     got = json.loads(out["got"].content[0].text)
