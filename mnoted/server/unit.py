@@ -17,7 +17,6 @@ UNIT = """\
 # Workspaces come from ~/.config/mnoted/config.toml:  workspaces = ["~/notes"]
 [Unit]
 Description=mnoted - Markdown notes for people and AI agents, versioned in Git
-Documentation=file://%h/.local/share/doc/mnoted/README.md
 After=default.target
 
 [Service]
@@ -65,6 +64,17 @@ def install(home: Path, exec_start: str, workspaces: list[Path], *, enable: bool
     unit_path = unit_dir / "mnoted.service"
     unit_path.write_text(render(exec_start), encoding="utf-8")
     done.append(f"wrote {unit_path}")
+    outside = [w.resolve() for w in workspaces if not w.resolve().is_relative_to(home)]
+    dropin = unit_dir / "mnoted.service.d" / "workspaces.conf"
+    if outside:
+        # The unit may write only under the home folder (ProtectSystem=strict): a workspace
+        # elsewhere gets a drop-in, so the unit itself stays the documented text.
+        dropin.parent.mkdir(exist_ok=True)
+        lines = [
+            f'ReadWritePaths="{w}"' if " " in str(w) else f"ReadWritePaths={w}" for w in outside
+        ]
+        dropin.write_text("[Service]\n" + "\n".join(lines) + "\n", encoding="utf-8")
+        done.append(f"wrote {dropin} (workspaces outside {home})")
     if workspaces:
         config = home / ".config" / "mnoted" / "config.toml"
         config.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -46,6 +46,10 @@ def test_install_service_writes_unit_and_config(tmp_path: Path) -> None:
     config = (home / ".config" / "mnoted" / "config.toml").read_text()
     assert str((tmp_path / "notes").resolve()) in config
     assert "systemctl --user" in done.stdout
+    # the workspace is outside the home folder, where the unit may not write: a drop-in
+    dropin = unit.parent / "mnoted.service.d" / "workspaces.conf"
+    notes = (tmp_path / "notes").resolve()
+    assert dropin.read_text() == f"[Service]\nReadWritePaths={notes}\n"
 
 
 @pytest.mark.skipif(
