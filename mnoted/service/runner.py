@@ -31,6 +31,7 @@ from mnoted.service.executor import Service
 from mnoted.service.file_tools import GRANTS, GRANTS_BY_PATH, grant_meta, read_grant
 from mnoted.service.review import close_store, store_of
 from mnoted.store import Maintainer, Workspace
+from mnoted.store.config import CONFIG_PATH
 from mnoted.sync import (
     ABSENT,
     ChangeKind,
@@ -83,6 +84,7 @@ class WorkspaceRunner:
         self._retry_wait = self.config.retry_after
         self._refused = False  # whether the workspace refused a commit of edits since
         self._unsettled: set[str] = set()  # paths that may still differ from HEAD
+        self._config_seen: tuple[int, ...] | None = None  # stat data of .mnote/config.toml
         self.external_commits = 0
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -138,6 +140,7 @@ class WorkspaceRunner:
                 # them, and the watcher's "started" signal needs no second pass.
                 self._start_watcher()
             self._reconcile("startup", first=True)
+            self._check_config()  # (an edit made while the daemon was down is committed)
             self._maintainer = Maintainer(
                 self.ws.maintenance,
                 lambda: self.ws.last_write if self.ws else 0.0,
@@ -203,6 +206,7 @@ class WorkspaceRunner:
         if now - self._index_flushed < self.config.index_lag_seconds:
             return
         self._index_flushed = now
+        self._check_config()
         try:
             self.ws.refresh_index_soon()
         except MnoteError as exc:
@@ -263,6 +267,30 @@ class WorkspaceRunner:
             log.warning("review store unavailable: %s", exc)
             return contextlib.nullcontext()
 
+    def _check_config(self) -> None:
+        """Take in an edit of ``.mnote/config.toml`` (the watcher does not look in
+        ``.mnote/``): commit it, as any edit, and use the settings from the next call on
+        (approval mode, disabled tools, limits, ignore patterns). Asked at most once a
+        second, when idle or between groups; a stat call when nothing changed."""
+        assert self.ws is not None
+        try:
+            st = os.stat(self.root / CONFIG_PATH)
+        except OSError:
+            return
+        seen = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        previous, self._config_seen = self._config_seen, seen
+        if previous == seen:
+            return
+        self.commit_paths([CONFIG_PATH], "config")  # (nothing if HEAD has these bytes)
+        if previous is None:  # at start: the workspace opened with this text
+            return
+        try:
+            config = self.ws.reload_config()
+        except MnoteError as exc:
+            log.warning("%s; the workspace's settings stay as they were", exc.message)
+            return
+        log.info("workspace settings read again (approval mode %s)", config.approval_mode)
+
     def _on_idle(self, idle_done: bool) -> bool:
         assert self.ws is not None
         try:
@@ -271,6 +299,7 @@ class WorkspaceRunner:
                 self._index_flushed = time.monotonic()
             else:
                 self.ws.refresh_index_soon()  # takes in the one started, if it ended
+            self._check_config()
             now = time.monotonic()
             due = self._retry_at is not None and now >= self._retry_at
             if due or now - self._last_reconcile > self.config.reconcile_every:

@@ -329,6 +329,24 @@ class Workspace:
     def workspace_id(self) -> str:
         return self.config.workspace_id
 
+    def reload_config(self) -> WorkspaceConfig:
+        """Read ``.mnote/config.toml`` again (the user edited it) and use it from now on.
+
+        :class:`WorkspaceInvalid` if it does not read, or names another workspace id (the
+        id names this workspace to its clients: it changes only with a restart); the
+        settings in use then stay as they were.
+        """
+        self._check_thread()
+        config = WorkspaceConfig.load(self.root)
+        if config.workspace_id != self.config.workspace_id:
+            raise WorkspaceInvalid(
+                f"{CONFIG_PATH} now names workspace {config.workspace_id!r}, not "
+                f"{self.config.workspace_id!r}",
+                hint="Put the id back, or restart the daemon to serve the workspace under it.",
+            )
+        self.config = config
+        return config
+
     @property
     def head(self) -> str | None:
         """The workspace revision: the commit the branch names (None before the first)."""

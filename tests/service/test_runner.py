@@ -365,3 +365,22 @@ def _detached(runner: WorkspaceRunner, caplog: pytest.LogCaptureFixture) -> None
     assert "1st" not in git(runner.root, "show", "HEAD:plan.md")
     again = call(runner, "mnote.doc.markdown_edit", **{**fields, "idempotencyKey": "k2"})
     assert again["ok"], again["error"]
+
+
+def test_an_edit_of_the_workspace_settings_is_committed_and_used(
+    runner: WorkspaceRunner, caplog: pytest.LogCaptureFixture
+) -> None:
+    # (the watcher does not look in .mnote/: the edit stayed uncommitted, and unused until
+    # a restart)
+    config = runner.root / ".mnote" / "config.toml"
+    assert runner.ws is not None and runner.ws.config.approval_mode == "review"
+    text = config.read_text()
+    config.write_text(text.replace('approvalMode = "review"', 'approvalMode = "yolo"'))
+    wait_for(lambda: runner.ws is not None and runner.ws.config.approval_mode == "yolo")
+    assert 'approvalMode = "yolo"' in git(runner.root, "show", "HEAD:.mnote/config.toml")
+    wait_for(lambda: git(runner.root, "status", "--porcelain", "--", ".mnote") == "")
+    # a config that does not read is committed (it is the user's file) but not used
+    config.write_text(text.replace('approvalMode = "review"', 'approvalMode = "often"'))
+    wait_for(lambda: "often" in git(runner.root, "show", "HEAD:.mnote/config.toml"))
+    wait_for(lambda: any("settings stay as they were" in r.getMessage() for r in caplog.records))
+    assert runner.ws.config.approval_mode == "yolo"
