@@ -182,6 +182,56 @@ def test_users_git_while_agents_write_loses_no_acknowledged_commit(
     assert git(root, "show", "HEAD:plan.md") == (root / "plan.md").read_text()
 
 
+def test_a_detached_head_refuses_writes_until_a_branch_is_back(daemon: DaemonProcess) -> None:
+    # A person checks out a commit to look at it while an agent writes. The first write
+    # after that was refused, but the next ones landed on `main` under the detached HEAD;
+    # and a call arriving as the group began went unanswered for two minutes.
+    root = daemon.workspace
+    acked: list[str] = []
+    stop = threading.Event()
+    pause = [0.02]
+    client = daemon.client()
+    thread = threading.Thread(target=appending_agent, args=(daemon, stop, pause, acked))
+    thread.start()
+    try:
+        time.sleep(0.3)
+        for _ in range(20):  # the daemon may hold the index for a moment
+            if subprocess.run(["git", "checkout", "-q", "--detach"], cwd=root).returncode == 0:
+                break
+            time.sleep(0.1)
+        detached_at = git(root, "rev-parse", "main").strip()
+        before = len(acked)
+        time.sleep(0.5)  # the agent keeps writing: each write refused, at once
+        while_detached = len(acked) - before
+        body = client.envelope(
+            "mnote.page.save", "plan.md", {"content": ["refused"], "mode": "append"}
+        )
+        _, resp = client.request("POST", "/v1/tools/call", body)
+        assert resp["error"]["code"] == "mnote_workspace_invalid"
+        assert git(root, "rev-parse", "main").strip() == detached_at
+        (root / "saved-meanwhile.md").write_text("# Saved while detached\n")
+        for _ in range(20):
+            if subprocess.run(["git", "checkout", "-q", "main"], cwd=root).returncode == 0:
+                break
+            time.sleep(0.1)
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        thread.join(30)
+    assert while_detached <= 1  # (one may have been answered just before the checkout)
+    assert len(acked) > before + while_detached  # writing again once the branch is back
+    deadline = time.monotonic() + 30
+    while git(root, "status", "--porcelain") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert git(root, "status", "--porcelain") == ""
+    assert "saved-meanwhile.md" in git(root, "ls-files")
+    reachable = git(root, "log", "--format=%(trailers:key=Mnote-Command-Id,valueonly)")
+    assert all(cid in reachable for cid in acked)
+    assert "refused" not in (root / "plan.md").read_text()
+    checked = fsck(root)
+    assert checked.returncode == 0, checked.stderr
+
+
 def test_a_second_daemon_on_the_same_workspace_refuses_to_start(
     daemon: DaemonProcess, tmp_path: Path
 ) -> None:
