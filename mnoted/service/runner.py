@@ -281,11 +281,9 @@ class WorkspaceRunner:
         previous, self._config_seen = self._config_seen, seen
         if previous == seen:
             return
-        self._refused = False
-        self.commit_paths([CONFIG_PATH], "config")  # (nothing if HEAD has these bytes)
-        if self._refused:  # (HEAD detached, say): looked at again a second later
-            self._config_seen = previous
-            return
+        # (nothing if HEAD has these bytes; if the workspace refuses the commit, HEAD
+        # detached say, the full pass it then asks for commits it later)
+        self.commit_paths([CONFIG_PATH], "config")
         if previous is None:  # at start: the workspace opened with this text
             return
         try:

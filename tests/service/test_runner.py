@@ -357,11 +357,14 @@ def _detached(runner: WorkspaceRunner, caplog: pytest.LogCaptureFixture) -> None
     # an editor's save meanwhile waits, without a traceback in the log, and lands soon
     # after the branch is back (a failed pass is tried again, not left to the periodic one)
     (runner.root / "plan.md").write_text(PLAN + "\nSaved while detached.\n")
+    config = runner.root / ".mnote" / "config.toml"
+    config.write_text(config.read_text() + "# edited while detached\n")
     wait_for(lambda: any("trying again" in r.getMessage() for r in caplog.records))
     assert not [r for r in caplog.records if r.exc_info and "detached" in str(r.exc_info[1])]
     assert "1st" not in git(runner.root, "show", "main:plan.md")  # the refused edit
     git(runner.root, "checkout", "-q", "-")
     wait_for(lambda: "Saved while detached." in git(runner.root, "show", "HEAD:plan.md"))
+    wait_for(lambda: "edited while" in git(runner.root, "show", "HEAD:.mnote/config.toml"))
     assert "1st" not in git(runner.root, "show", "HEAD:plan.md")
     again = call(runner, "mnote.doc.markdown_edit", **{**fields, "idempotencyKey": "k2"})
     assert again["ok"], again["error"]
