@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import secrets
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -18,6 +19,8 @@ from mnoted.store.atomic import write_atomic
 
 TOKENS_FILE = "tokens.json"
 TOKEN_PREFIX = "mnt_"
+ACTOR_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+"""An agent's actor id: it names the agent in commits (author, ``Mnote-Actor`` trailer)."""
 
 
 def token_hash(token: str) -> str:
@@ -84,8 +87,12 @@ class TokenStore:
         now: float,
     ) -> tuple[str, TokenRecord]:
         """A new token (returned once, in clear) and its record."""
-        if not actor_id or actor_id in ("owner", "external", "mnoted"):
-            raise InvalidArguments(f"{actor_id!r} cannot be an agent's actor id")
+        if not ACTOR_ID.fullmatch(actor_id) or actor_id in ("owner", "external", "mnoted"):
+            raise InvalidArguments(
+                f"{actor_id!r} cannot be an agent's actor id",
+                hint="Use up to 64 letters, digits, '.', '_' or '-' (e.g. hermes), other "
+                "than owner, external and mnoted.",
+            )
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         record = TokenRecord(
             token_id="tok_" + secrets.token_hex(6),

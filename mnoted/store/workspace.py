@@ -1502,7 +1502,11 @@ class Workspace:
             ident = self._external or identity_from_config(self._repo)
         else:
             safe = "".join(c for c in meta.actor if c.isalnum() or c in "-_.") or "agent"
-            ident = Identity(meta.actor, f"{safe}@mnote.local")
+            # (a name with a newline or angle brackets made a commit without an author's
+            # email, which `git fsck --strict` refuses; tokens made before ids were checked)
+            shown = (c if c.isprintable() and c not in "<>" else " " for c in meta.actor)
+            name = " ".join("".join(shown).split())
+            ident = Identity(name or safe, f"{safe}@mnote.local")
         return pygit2.Signature(ident.name, ident.email)
 
 

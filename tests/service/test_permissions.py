@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import subprocess
 
 import pytest
 
 from mnoted.contract.manifest import manifest
 from mnoted.contract.tools import TOOLS
+from mnoted.errors import InvalidArguments
+from mnoted.service import Actor
+from mnoted.store.tokens import TokenStore
 from tests.service.conftest import SECRET, Harness
 
 READ_TOOLS = sorted(n for n, s in TOOLS.items() if not s.writes)
@@ -197,3 +202,25 @@ def test_commit_events_name_the_page_so_the_stream_can_hide_it(h: Harness) -> No
     h.write("mnote.page.create", args={"path": "private/other.md", "content": "x"})
     commits = [e for e in events if e["type"] == "commit"]
     assert [e["path"] for e in commits] == ["private/secret.md", "private/other.md"]
+
+
+@pytest.mark.parametrize(
+    "actor_id", ["", "owner", "evil\nMnote-Command-Id: forged", "a b", "x" * 65]
+)
+def test_an_agent_actor_id_that_commits_could_not_carry_is_refused(
+    h: Harness, actor_id: str
+) -> None:
+    with pytest.raises(InvalidArguments, match="cannot be an agent's actor id"):
+        h.agent(actor_id)
+
+
+def test_a_token_made_with_any_actor_id_still_commits_what_fsck_accepts(h: Harness) -> None:
+    # A token made before actor ids were checked: its writes made a commit without an
+    # author's email ("evil\nx" as the name), which `git fsck --strict` refuses.
+    record = TokenStore(h.ws.state_dir).create("hermes", ("page.write",), ("**",), None, 0.0)[1]
+    agent = Actor.from_token(dataclasses.replace(record, actor_id="evil\n<x>"))
+    resp = h.write("mnote.page.create", agent, args={"path": "notes/e.md", "content": "x"})
+    assert resp["ok"], resp["error"]
+    assert h.git("log", "-1", "--format=%an <%ae>") == "evil x <evilx@mnote.local>\n"
+    fsck = subprocess.run(["git", "fsck", "--strict"], cwd=h.root, capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stderr
