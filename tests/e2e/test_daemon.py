@@ -256,12 +256,20 @@ def test_status_names_what_the_repository_refuses_and_serves_on(daemon: DaemonPr
     # (with HEAD detached the whole answer was that one error, watcher health and all lost)
     client = daemon.client()
     git = ["git", "-C", str(daemon.workspace), "checkout", "-q"]
-    subprocess.run([*git, "--detach"], env=daemon.env, check=True)
+
+    def checkout(*args: str) -> None:  # retried: the daemon may hold index.lock a moment
+        for _ in range(50):
+            if subprocess.run([*git, *args], env=daemon.env, capture_output=True).returncode == 0:
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"git checkout {args} kept failing")
+
+    checkout("--detach")
     status, body = client.request("GET", "/v1/workspaces")
     assert status == 200
     [ws] = body["workspaces"]
     assert ws["refused"]["code"] == "mnote_workspace_invalid" and ws["head"] is None
     assert ws["watcher"]["state"] == "running"
-    subprocess.run([*git, "-"], env=daemon.env, check=True)
+    checkout("-")
     [ws] = client.request("GET", "/v1/workspaces")[1]["workspaces"]
     assert "refused" not in ws and ws["head"]
