@@ -29,6 +29,13 @@ def _clean(value: str) -> str:
     return " ".join(value.split())
 
 
+def signature_name(value: str) -> str:
+    """``value`` as a Git author line can hold it: one line, printable, no angle brackets
+    (a newline in an agent's name made a commit without an author's email, which
+    ``git fsck --strict`` refuses)."""
+    return _clean("".join(c if c.isprintable() and c not in "<>" else " " for c in value))
+
+
 def subject(command: str, paths: list[str]) -> str:
     """``page.body.save: notes/plan.md`` (several paths are listed, long lists shortened)."""
     shown = ", ".join(paths[:_MAX_SUBJECT_PATHS])

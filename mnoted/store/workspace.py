@@ -1502,12 +1502,11 @@ class Workspace:
             ident = self._external or identity_from_config(self._repo)
         else:
             safe = "".join(c for c in meta.actor if c.isalnum() or c in "-_.") or "agent"
-            # (a name with a newline or angle brackets made a commit without an author's
-            # email, which `git fsck --strict` refuses; tokens made before ids were checked)
-            shown = (c if c.isprintable() and c not in "<>" else " " for c in meta.actor)
-            name = " ".join("".join(shown).split())
-            ident = Identity(name or safe, f"{safe}@mnote.local")
-        return pygit2.Signature(ident.name, ident.email)
+            ident = Identity(meta.actor, f"{safe}@mnote.local")
+        # every name cleaned, whatever made it (a token from before actor ids were checked,
+        # a Git config, a grant's)
+        name = message.signature_name(ident.name) or ident.email.partition("@")[0] or "mnoted"
+        return pygit2.Signature(name, ident.email)
 
 
 @dataclass(frozen=True)
