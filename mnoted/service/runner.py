@@ -338,7 +338,7 @@ class WorkspaceRunner:
             # this often; every 5 minutes would leave edits there uncommitted that long
             fallback_interval=min(self.config.reconcile_every, FALLBACK_SECONDS),
         )
-        ignore = IgnoreRules(self._git_ignored())
+        ignore = self._ignore_rules()
         self.watcher = Watcher(self.root, _Sink(self), config=config, ignore=ignore)
         own = self.watcher.own_writes
         # The store's own writes come back as events; the watcher drops those whose file
@@ -346,7 +346,8 @@ class WorkspaceRunner:
         self.ws.on_write = lambda path, blob: own.expect(path, blob if blob else ABSENT)
         self.watcher.start()
 
-    def _git_ignored(self) -> Callable[[str], bool]:
+    def _ignore_rules(self) -> IgnoreRules:
+        """Git's ignore rules for the watcher's threads, on a repository of their own."""
         import pygit2
 
         repo = pygit2.Repository(str(self.root))  # read-only use, from the watcher's threads
@@ -356,7 +357,19 @@ class WorkspaceRunner:
             with lock:
                 return bool(repo.path_is_ignored(path))
 
-        return ignored
+        def tracked(path: str) -> bool:
+            with lock:
+                try:
+                    tree = repo.head.peel(pygit2.Tree)
+                except (pygit2.GitError, KeyError):  # no commit yet
+                    return False
+                try:
+                    entry = tree[path.rstrip("/")]
+                except KeyError:
+                    return False
+                return (entry.type_str == "tree") == path.endswith("/")
+
+        return IgnoreRules(ignored, tracked)
 
     def commit_paths(self, paths: list[str], reason: str) -> int:
         """Commit what is on disk at ``paths`` (runner thread); carry block ids over.

@@ -3,9 +3,9 @@
 One predicate, :class:`IgnoreRules`, answers "is this workspace path ignored?"
 for the watcher and the debouncer alike, so a temp file can never be committed
 by one part and tracked by another. It is pure: the only outside knowledge,
-Git's ignore rules, arrives as an injected callable (in the daemon a wrapper of
-``pygit2.Repository.path_is_ignored``), and its answers are cached because
-every filesystem event asks.
+Git's ignore rules, arrives as injected callables (in the daemon wrappers of
+``pygit2.Repository.path_is_ignored`` and of a lookup in HEAD's tree), and the
+patterns' answers are cached because every filesystem event asks.
 
 Paths are workspace-relative POSIX strings (``notes/plan.md``), never absolute.
 """
@@ -82,6 +82,10 @@ def temp_pattern(name: str) -> str | None:
 GitIgnoredFn = Callable[[str], bool]
 """``(rel_path) -> bool``; for folders the path ends with ``/``."""
 
+TrackedFn = Callable[[str], bool]
+"""``(rel_path) -> bool``: whether HEAD has a file (a folder, for a path ending with ``/``)
+there."""
+
 
 class IgnoreRules:
     """The one ignore predicate: ``rules(rel_path, is_dir) -> bool``.
@@ -93,12 +97,23 @@ class IgnoreRules:
     ``Repository``, give it one of its own (repositories are not thread safe).
     A callable that raises is treated as "not ignored": committing a file too
     many is recoverable, silently dropping one is not.
+
+    As in Git, a path the patterns match is still synced while it is tracked
+    (``is_tracked``): a note committed before a ``.gitignore`` line covered it, or
+    Obsidian's ``workspace.json`` in a vault that committed it. Dropping its events
+    left it modified in ``git status`` until the next full pass. That answer is not
+    cached: a commit can make a path tracked at any time.
     """
 
     def __init__(
-        self, is_gitignored: GitIgnoredFn | None = None, *, cache_size: int = 65536
+        self,
+        is_gitignored: GitIgnoredFn | None = None,
+        is_tracked: TrackedFn | None = None,
+        *,
+        cache_size: int = 65536,
     ) -> None:
         self._is_gitignored = is_gitignored
+        self._is_tracked = is_tracked
         self._cache: OrderedDict[str, bool] = OrderedDict()
         self._lock = threading.Lock()  # invalidate() may come from another thread
         self._cache_size = cache_size
@@ -118,7 +133,7 @@ class IgnoreRules:
             return IgnoreReason.TEMP
         if self._is_gitignored is not None and name != ".gitignore":
             key = rel_path + "/" if is_dir else rel_path
-            if self._gitignored(key):
+            if self._gitignored(key) and not self._tracked(key):
                 return IgnoreReason.GITIGNORED
         return None
 
@@ -126,6 +141,15 @@ class IgnoreRules:
         """Forget cached Git answers (a ``.gitignore`` or ``info/exclude`` changed)."""
         with self._lock:
             self._cache.clear()
+
+    def _tracked(self, key: str) -> bool:
+        if self._is_tracked is None:
+            return False
+        try:
+            return bool(self._is_tracked(key))
+        except Exception:
+            self.gitignore_errors += 1
+            return True  # (not ignored, as for the patterns)
 
     def _gitignored(self, key: str) -> bool:
         with self._lock:

@@ -190,6 +190,42 @@ def test_jetbrains_safe_write_and_delete(runner: WorkspaceRunner) -> None:
     assert git(root, "log", "-1", "--name-status", "--format=").split() == ["D", "plan.md"]
 
 
+def test_a_tracked_file_a_gitignore_line_covers_is_still_committed_at_once(
+    tmp_path: Path,
+) -> None:
+    """As ``git status`` sees it: a file committed before a ``.gitignore`` line covered it
+    stays tracked, so its edits are committed as they come, not at the next full pass
+    (five minutes); an untracked file the line covers is not committed. An Obsidian vault
+    gets the editor's own layout state ignored, and its settings committed."""
+    root = tmp_path / "vault"
+    (root / "drafts").mkdir(parents=True)
+    (root / ".obsidian").mkdir()
+    (root / "drafts" / "kept.md").write_text("# Kept\n")
+    (root / ".obsidian" / "app.json").write_text("{}\n")
+    (root / ".obsidian" / "workspace.json").write_text('{"active": "a"}\n')
+    Workspace.init(root).close()
+    assert git(root, "ls-files", ".obsidian").split() == [".obsidian/app.json"]
+    with (root / ".gitignore").open("a") as fh:
+        fh.write("drafts/\n")
+    git(root, "add", ".gitignore")
+    git(root, "commit", "-qm", "drafts are private from now on")
+    r = WorkspaceRunner(root, Service(), RunnerConfig(quiet_seconds=0.05, max_delay_seconds=1.0))
+    r.start()
+    try:
+        count = commits(root)
+        (root / ".obsidian" / "workspace.json").write_text('{"active": "b"}\n')
+        (root / "drafts" / "new.md").write_text("# New\n")
+        (root / "drafts" / "kept.md").write_text("# Kept\n\nEdited.\n")
+        wait_for(lambda: commits(root) == count + 1)
+        assert git(root, "log", "-1", "--name-only", "--format=").split() == ["drafts/kept.md"]
+        (root / ".obsidian" / "app.json").write_text('{"vimMode": true}\n')
+        wait_for(lambda: commits(root) == count + 2)
+        assert git(root, "log", "-1", "--name-only", "--format=").split() == [".obsidian/app.json"]
+        wait_for(lambda: git(root, "status", "--porcelain") == "")  # (once the index is)
+    finally:
+        r.stop()
+
+
 def test_odd_files_are_committed_untouched_or_skipped_with_a_warning(
     runner: WorkspaceRunner,
 ) -> None:

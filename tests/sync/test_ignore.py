@@ -89,3 +89,29 @@ def test_cache_is_bounded_and_errors_mean_not_ignored() -> None:
 
     failing = IgnoreRules(boom)
     assert not failing("x.md") and failing.gitignore_errors == 1
+
+
+def test_a_tracked_path_is_synced_though_a_pattern_matches_it() -> None:
+    """Git's rule: ignore patterns are for untracked paths. Asked afresh each time, since a
+    commit can make a path tracked."""
+    tracked = {"drafts/kept.md", "drafts/"}
+    asked: list[str] = []
+
+    def is_tracked(path: str) -> bool:
+        asked.append(path)
+        return path in tracked
+
+    rules = IgnoreRules(lambda p: p.startswith("drafts"), is_tracked)
+    assert not rules("drafts/kept.md")
+    assert not rules("drafts", is_dir=True)  # a folder holding tracked files is watched
+    assert rules.reason("drafts/new.md") is IgnoreReason.GITIGNORED
+    tracked.add("drafts/new.md")  # committed meanwhile (`git add -f`, or an agent's write)
+    assert not rules("drafts/new.md")
+    assert asked.count("drafts/new.md") == 2
+    assert not rules("notes/a.md") and "notes/a.md" not in asked  # no pattern: not asked
+
+    def boom(path: str) -> bool:
+        raise RuntimeError("repository gone")
+
+    failing = IgnoreRules(lambda p: True, boom)
+    assert not failing("x.md") and failing.gitignore_errors == 1
