@@ -453,7 +453,8 @@ _SPECS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "mnote.page.move",
-        "Move or rename a page; its documentId stays the same.",
+        "Move or rename a page; its documentId stays the same. Links to it in other pages,"
+        " and relative links in it, are not rewritten: edit them with doc.markdown_edit.",
         PageMoveArgs,
         WriteResult,
         ("page.write",),
