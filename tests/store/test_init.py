@@ -164,6 +164,19 @@ def test_a_head_detached_while_open_is_refused_by_every_write_until_a_branch_is_
     assert git(root, "show", "HEAD:n.md") == "# Three\n"
 
 
+def test_a_workspace_folder_moved_away_is_named_and_taken_up_again_when_back(
+    ws: Workspace,
+) -> None:
+    root = ws.root
+    root.rename(root.with_name("moved"))
+    with pytest.raises(WorkspaceInvalid, match="moved or deleted") as caught:
+        ws.apply(CommandMeta("test.write", actor="test"), [Write("n.md", b"# One\n")])
+    assert str(root) in caught.value.hint
+    root.with_name("moved").rename(root)
+    ws.apply(CommandMeta("test.write", actor="test"), [Write("n.md", b"# Two\n")])
+    assert git(root, "show", "HEAD:n.md") == "# Two\n"
+
+
 def test_refuses_a_repository_mid_merge(tmp_path: Path) -> None:
     root = tmp_path / "repo"
     with Workspace.init(root):
