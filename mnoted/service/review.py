@@ -62,6 +62,8 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     "aborted": frozenset(),
 }
 PENDING = ("draft", "planning", "previewing", "awaiting_user", "accepted", "applying")
+FINISHED = tuple(state for state, after in TRANSITIONS.items() if not after)
+"""applied, rejected, aborted: nothing more can happen to these."""
 
 
 def store_of(service: Service, ws: Workspace) -> ReviewStore:

@@ -29,6 +29,7 @@ from mnoted.errors import Conflict, MnoteError, NotFound
 from mnoted.service.actors import Actor
 from mnoted.service.executor import Service
 from mnoted.service.file_tools import GRANTS, GRANTS_BY_PATH, grant_meta, read_grant
+from mnoted.service.retention import forget_old
 from mnoted.service.review import close_store, store_of
 from mnoted.store import Maintainer, Workspace
 from mnoted.store.config import CONFIG_PATH
@@ -58,6 +59,7 @@ class RunnerConfig:
     idle_after: float = 0.05
     index_lag_seconds: float = 1.0  # the Git index follows HEAD this closely under load
     pack_idle_seconds: float = 5.0
+    forget_every: float = 3600.0  # records past their time (service.retention) dropped this often
 
 
 class WorkspaceRunner:
@@ -78,6 +80,7 @@ class WorkspaceRunner:
         self._maintainer: Maintainer | None = None
         self._last_reconcile = time.monotonic()
         self._index_flushed = time.monotonic()
+        self._forgot_at: float | None = None  # (first at the first idle moment)
         self._held: _Job | None = None  # a job taken from the queue that ended a group
         self._reconciled_generation = -1  # the watcher's generation the last full pass covers
         self._retry_at: float | None = None  # when a failed pass is tried again
@@ -303,6 +306,9 @@ class WorkspaceRunner:
                 self.ws.refresh_index_soon()  # takes in the one started, if it ended
             self._check_config()
             now = time.monotonic()
+            if self._forgot_at is None or now - self._forgot_at >= self.config.forget_every:
+                self._forgot_at = now
+                forget_old(self.service, self.ws)
             due = self._retry_at is not None and now >= self._retry_at
             if due or now - self._last_reconcile > self.config.reconcile_every:
                 with contextlib.suppress(MnoteError):  # (logged, and tried again later)

@@ -31,6 +31,11 @@ class Idempotency:
             )
         return rec
 
+    def forget_results(self, before: float) -> int:
+        """Drop the stored answers of commands committed before ``before`` (Unix time)."""
+        self._before()
+        return self._side.forget_results(int(before))
+
     def record(self, key: str, request_hash: str | None, result_json: str) -> None:
         """Store the result to replay for ``key`` (whose command has been committed)."""
         self._before()

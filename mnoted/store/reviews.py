@@ -131,6 +131,21 @@ class ReviewStore:
         params.append(limit)
         return [dict(json.loads(r[0])) for r in self._db.execute(query, params)]
 
+    def forget(self, states: tuple[str, ...], before: float, contexts_before: float) -> int:
+        """Delete sessions in ``states`` last updated before ``before``, and contexts frozen
+        before ``contexts_before``; how many rows went."""
+        self._flush()
+        marks = ", ".join("?" for _ in states)
+        gone = self._db.execute(
+            f"DELETE FROM sessions WHERE state IN ({marks}) AND updated < ?", (*states, before)
+        ).rowcount
+        return (
+            gone
+            + self._db.execute(
+                "DELETE FROM contexts WHERE created < ?", (contexts_before,)
+            ).rowcount
+        )
+
     def freeze_context(self, run_id: str, context: dict[str, Any], now: float) -> dict[str, Any]:
         """The context frozen for ``run_id``: the first one given wins, for the whole run."""
         self._db.execute(

@@ -454,6 +454,20 @@ class Sidecar:
             self.conn.execute(_ADD_IDEMPOTENCY, row)
         self._absent_keys.discard(key)
 
+    def forget_results(self, before: int) -> int:
+        """Drop the stored answers of commands committed before ``before`` (Unix time); their
+        keys, fingerprints and commits stay, so a late retry is still answered from its
+        commit (each answer is a few KB: kept for ever they outgrew the notes' history)."""
+        if self._depth:
+            raise RuntimeError("forget_results inside a transaction")
+        self._write_rows()
+        cur = self.conn.execute(
+            "UPDATE idempotency SET result_json = NULL WHERE result_json IS NOT NULL"
+            " AND commit_id IN (SELECT commit_id FROM commands WHERE time < ?)",
+            (before,),
+        )
+        return cur.rowcount
+
     def set_result(self, key: str, request_hash: str | None, result_json: str) -> bool:
         """Keep the result of ``key``'s command; False if no record has that key and hash."""
         kept = self._later.idempotency.get(key)
