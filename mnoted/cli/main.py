@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -305,7 +306,7 @@ def _init(args: argparse.Namespace) -> int:
 
     with Workspace.init(args.dir) as ws:
         print(f"workspace {ws.workspace_id} ready at {ws.root}")
-        print(f"start serving it with:  mnoted --workspace {ws.root}")
+        print(f"start serving it with:  mnoted --workspace {shlex.quote(str(ws.root))}")
     return EXIT_OK
 
 

@@ -6,6 +6,7 @@ them equal), so the installed unit and the documented one are the same text.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -53,6 +54,15 @@ def render(exec_start: str = "%h/.local/bin/mnoted") -> str:
     return UNIT.replace("{exec_start}", exec_start)
 
 
+def unit_word(path: str) -> str:
+    """``path`` as one word of a unit file: its ``%`` doubled (systemd reads ``%h`` and the
+    like as specifiers), quoted if it holds a space, a quote or a backslash."""
+    word = path.replace("%", "%%")
+    if any(c.isspace() or c in "\"'\\" for c in word):
+        word = '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return word
+
+
 def install(home: Path, exec_start: str, workspaces: list[Path], *, enable: bool) -> list[str]:
     """Write the unit (and the workspaces into the config file); enable it if asked.
 
@@ -62,7 +72,7 @@ def install(home: Path, exec_start: str, workspaces: list[Path], *, enable: bool
     unit_dir = home / ".config" / "systemd" / "user"
     unit_dir.mkdir(parents=True, exist_ok=True)
     unit_path = unit_dir / "mnoted.service"
-    unit_path.write_text(render(exec_start), encoding="utf-8")
+    unit_path.write_text(render(unit_word(exec_start)), encoding="utf-8")
     done.append(f"wrote {unit_path}")
     outside = [w.resolve() for w in workspaces if not w.resolve().is_relative_to(home)]
     dropin = unit_dir / "mnoted.service.d" / "workspaces.conf"
@@ -70,9 +80,7 @@ def install(home: Path, exec_start: str, workspaces: list[Path], *, enable: bool
         # The unit may write only under the home folder (ProtectSystem=strict): a workspace
         # elsewhere gets a drop-in, so the unit itself stays the documented text.
         dropin.parent.mkdir(exist_ok=True)
-        lines = [
-            f'ReadWritePaths="{w}"' if " " in str(w) else f"ReadWritePaths={w}" for w in outside
-        ]
+        lines = [f"ReadWritePaths={unit_word(str(w))}" for w in outside]
         dropin.write_text("[Service]\n" + "\n".join(lines) + "\n", encoding="utf-8")
         done.append(f"wrote {dropin} (workspaces outside {home})")
     if workspaces:
@@ -82,7 +90,8 @@ def install(home: Path, exec_start: str, workspaces: list[Path], *, enable: bool
         if "workspaces" in existing:
             done.append(f"left {config} as it is (it already names workspaces)")
         else:
-            listed = ", ".join(f'"{w.resolve()}"' for w in workspaces)
+            # (a JSON string is a TOML basic string: a quote or backslash in a path holds)
+            listed = ", ".join(json.dumps(str(w.resolve()), ensure_ascii=False) for w in workspaces)
             config.write_text(existing + f"workspaces = [{listed}]\n", encoding="utf-8")
             done.append(f"wrote {config}")
     systemctl = shutil.which("systemctl")
