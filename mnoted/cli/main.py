@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mnoted.cli.client import Client, Unreachable
-from mnoted.cli.output import print_response, print_tools
+from mnoted.cli.output import print_json, print_response, print_tools
 from mnoted.core.names import BLOCK_COMMANDS
 from mnoted.errors import MnoteError
 
@@ -330,17 +330,15 @@ def _grant(args: argparse.Namespace) -> int:
         expires = now + args.expires if args.expires else None
         token, record = store.create(args.actor, scopes, tuple(args.path), expires, now)
         if args.json:
-            print(
-                json.dumps(
-                    {
-                        "token": token,
-                        "tokenId": record.token_id,
-                        "actorId": record.actor_id,
-                        "scopes": list(record.scopes),
-                        "grants": list(record.grants),
-                        "expiresAt": record.expires_at,
-                    }
-                )
+            print_json(
+                {
+                    "token": token,
+                    "tokenId": record.token_id,
+                    "actorId": record.actor_id,
+                    "scopes": list(record.scopes),
+                    "grants": list(record.grants),
+                    "expiresAt": record.expires_at,
+                }
             )
         else:
             print(
@@ -351,7 +349,7 @@ def _grant(args: argparse.Namespace) -> int:
     if args.grant_cmd == "list":
         rows = store.list()
         if args.json:
-            print(json.dumps([{k: v for k, v in r.__dict__.items() if k != "hash"} for r in rows]))
+            print_json([{k: v for k, v in r.__dict__.items() if k != "hash"} for r in rows])
             return EXIT_OK
         for r in rows:
             state = "revoked" if r.revoked else "active"
@@ -384,7 +382,7 @@ def _install_service(args: argparse.Namespace) -> int:
 def _workspace_log(client: Client, args: argparse.Namespace) -> int:
     status, body = client.request("GET", "/v1/workspaces")
     if status != 200:
-        print(json.dumps(body, indent=2))
+        print_json(body)
         return EXIT_TOOL
     fmt = (
         "%h %an %s%n"
@@ -420,12 +418,12 @@ def main(argv: list[str] | None = None) -> int:
             _, health = client.request("GET", "/v1/health")
             status, body = client.request("GET", "/v1/workspaces")
             out = {"daemon": health, **(body if status == 200 else {"error": body.get("error")})}
-            print(json.dumps(out, indent=2))
+            print_json(out)
             return EXIT_OK if status == 200 else EXIT_TOOL
         if args.cmd == "tools":
             _, body = client.request("GET", "/v1/tools")
             if args.json:
-                print(json.dumps(body, indent=2))
+                print_json(body)
             else:
                 print_tools(body)
             return EXIT_OK if "tools" in body else EXIT_TOOL
@@ -435,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
         base = getattr(args, "base", None)
         response = client.call(tool, doc, tool_args, dry, args.workspace_id, base)
         if args.json:
-            print(json.dumps(response, indent=2, ensure_ascii=False))
+            print_json(response)
         else:
             print_response(response, color=sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
         return EXIT_OK if response.get("ok") else EXIT_TOOL

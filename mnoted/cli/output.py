@@ -97,7 +97,13 @@ def print_response(response: dict[str, Any], color: bool = False) -> None:
     if tool == "mnote.doc.fetch" and result.get("markdown") is not None:
         print(result["markdown"])
         return
-    print(json.dumps(result, indent=2, ensure_ascii=False))
+    print_json(result)
+
+
+def print_json(value: object) -> None:
+    """JSON for a person to read: indented, and names in any script as they are written
+    (a workspace at ``~/笔记`` printed as ``\\u7b14\\u8bb0`` before)."""
+    print(json.dumps(value, indent=2, ensure_ascii=False))
 
 
 def print_tools(manifest: dict[str, Any]) -> None:

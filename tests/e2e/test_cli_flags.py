@@ -77,3 +77,24 @@ def test_a_file_grant_prints_the_file_to_edit_and_the_grant(daemon: DaemonProces
     assert f"  file      {daemon.workspace / 'Welcome.md'}" in granted.stdout
     assert "  grant     grant_" in granted.stdout
     assert "(nothing written)" in granted.stdout
+
+
+def test_json_for_people_shows_names_as_written(daemon: DaemonProcess) -> None:
+    made = mnote(
+        daemon,
+        "grant",
+        "create",
+        "--workspace",
+        str(daemon.workspace),
+        "--actor",
+        "scribe",
+        "--scope",
+        "page.read",
+        "--path",
+        "笔记/**",
+        "--json",
+    )
+    assert made.returncode == 0, made.stderr
+    listed = mnote(daemon, "grant", "list", "--workspace", str(daemon.workspace), "--json")
+    assert '"笔记/**"' in listed.stdout and "\\u" not in listed.stdout
+    assert json.loads(listed.stdout)[-1]["grants"] == ["笔记/**"]
