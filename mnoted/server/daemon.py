@@ -122,9 +122,16 @@ class Daemon:
 
     def runner_for(self, workspace_id: str | None, actor: Actor) -> WorkspaceRunner:
         if workspace_id is None:
+            # an agent's token names its workspace; the owner's names none
+            workspace_id = actor.workspace_id
+        if workspace_id is None:
             if len(self.runners) == 1:
                 return next(iter(self.runners.values()))
-            raise InvalidArguments("workspaceId is required: this daemon serves several workspaces")
+            served = ", ".join(f"{wid} ({r.root})" for wid, r in self.runners.items())
+            raise InvalidArguments(
+                "workspaceId is required: this daemon serves several workspaces",
+                hint=f"Name one of them: {served}; on the command line, mnote --workspace-id ID.",
+            )
         runner = self.runners.get(workspace_id)
         if runner is None or (actor.workspace_id not in (None, workspace_id)):
             raise PermissionDenied(f"no workspace {workspace_id!r} is available to you")

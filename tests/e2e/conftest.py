@@ -91,9 +91,10 @@ class DaemonProcess:
             timeout=60,
         )
 
-    def agent_token(self, actor: str, *scopes: str) -> str:
+    def agent_token(self, actor: str, *scopes: str, workspace: Path | None = None) -> str:
         """A token made the way a user makes one: `mnote grant create` (owner's CLI)."""
-        args = ["--json", "grant", "create", "--workspace", str(self.workspace), "--actor", actor]
+        where = str(workspace or self.workspace)
+        args = ["--json", "grant", "create", "--workspace", where, "--actor", actor]
         for scope in scopes:
             args += ["--scope", scope]
         made = self.cli(*args)

@@ -70,7 +70,24 @@ def test_sighup_reloads_the_workspace_list(daemon: DaemonProcess) -> None:
         },
     )
     assert resp["error"]["code"] == "mnote_tool_invalid_arguments"  # two workspaces: name one
+    for w in body["workspaces"]:  # the hint says which there are
+        assert f"{w['workspaceId']} ({w['root']})" in resp["error"]["hint"]
     wid = next(w["workspaceId"] for w in body["workspaces"] if w["root"] == str(second.resolve()))
+    # an agent's token names its workspace: no workspaceId needed
+    agent = daemon.client(daemon.agent_token("scribe", "page.read", workspace=second))
+    _, resp = agent.request(
+        "POST",
+        "/v1/tools/call",
+        {
+            "toolName": "mnote.workspace.list",
+            "sessionId": "s",
+            "runId": "r",
+            "toolCallId": "c",
+            "traceId": "t",
+        },
+    )
+    assert resp["ok"], resp
+    assert resp["audit"]["workspaceId"] == wid
     _, resp = client.request(
         "POST",
         "/v1/tools/call",
