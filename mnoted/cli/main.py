@@ -15,12 +15,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mnoted.cli.client import Client, Unreachable
 from mnoted.cli.output import print_json, print_response, print_tools
 from mnoted.core.names import BLOCK_COMMANDS
 from mnoted.errors import MnoteError
+
+if TYPE_CHECKING:
+    from mnoted.store.tokens import TokenRecord
 
 EXIT_OK, EXIT_TOOL, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
@@ -330,16 +333,7 @@ def _grant(args: argparse.Namespace) -> int:
         expires = now + args.expires if args.expires else None
         token, record = store.create(args.actor, scopes, tuple(args.path), expires, now)
         if args.json:
-            print_json(
-                {
-                    "token": token,
-                    "tokenId": record.token_id,
-                    "actorId": record.actor_id,
-                    "scopes": list(record.scopes),
-                    "grants": list(record.grants),
-                    "expiresAt": record.expires_at,
-                }
-            )
+            print_json({"token": token, **_token_json(record, now)})
         else:
             print(
                 f"token for {record.actor_id} ({record.token_id}); "
@@ -347,12 +341,12 @@ def _grant(args: argparse.Namespace) -> int:
             )
         return EXIT_OK
     if args.grant_cmd == "list":
-        rows = store.list()
+        rows, now = store.list(), time.time()
         if args.json:
-            print_json([{k: v for k, v in r.__dict__.items() if k != "hash"} for r in rows])
+            print_json([_token_json(r, now) for r in rows])
             return EXIT_OK
         for r in rows:
-            state = "revoked" if r.revoked else "active"
+            state = r.state(now)
             expiry = (
                 time.strftime("%Y-%m-%d %H:%M", time.localtime(r.expires_at))
                 if r.expires_at
@@ -366,6 +360,19 @@ def _grant(args: argparse.Namespace) -> int:
     store.revoke(args.token_id)
     print(f"revoked {args.token_id}")
     return EXIT_OK
+
+
+def _token_json(record: TokenRecord, now: float) -> dict[str, object]:
+    """What ``grant create --json`` and ``grant list --json`` print of a token (not its hash)."""
+    return {
+        "tokenId": record.token_id,
+        "actorId": record.actor_id,
+        "scopes": list(record.scopes),
+        "grants": list(record.grants),
+        "expiresAt": record.expires_at,
+        "createdAt": record.created_at,
+        "state": record.state(now),
+    }
 
 
 def _install_service(args: argparse.Namespace) -> int:

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import fnmatch
+import time
 from dataclasses import dataclass
 
-from mnoted.store.tokens import TokenRecord
+from mnoted.store.tokens import TokenRecord, token_state
 
 OWNER_ID = "owner"
+
+
+def utc_iso(ts: float) -> str:
+    """``2026-12-04T05:24:45Z``: times in answers and messages."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
 @dataclass(frozen=True)
@@ -32,8 +38,15 @@ class Actor:
             return True
         return any(_glob(path, pattern) for pattern in self.grants)
 
-    def valid_at(self, now: float) -> bool:
-        return not self.revoked and (self.expires_at is None or now < self.expires_at)
+    def invalid_at(self, now: float) -> str | None:
+        """Why the token no longer acts at ``now`` (revoked, expired), or None."""
+        state = token_state(self.revoked, self.expires_at, now)
+        if state == "revoked":
+            return "the token was revoked"
+        if state == "expired":
+            assert self.expires_at is not None
+            return f"the token expired at {utc_iso(self.expires_at)}"
+        return None
 
     @classmethod
     def owner(cls, actor_id: str = OWNER_ID) -> Actor:

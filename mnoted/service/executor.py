@@ -301,8 +301,9 @@ class Service:
             raise UnknownTool(f"no tool named {request.toolName!r}", tool=request.toolName)
         now = self.clock()
         # 1. who: a valid token, acting as itself
-        if not actor.valid_at(now):
-            raise PermissionDenied("the token has expired or was revoked")
+        invalid = actor.invalid_at(now)
+        if invalid is not None:
+            raise PermissionDenied(invalid)
         if request.actorId is not None and request.actorId != actor.actor_id and not actor.is_owner:
             raise PermissionDenied("actorId does not match the token")
         # 2. where: a workspace the caller is a member of

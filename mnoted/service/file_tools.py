@@ -15,21 +15,17 @@ from __future__ import annotations
 
 import json
 import secrets
-import time
 from typing import Any
 
 from mnoted.core.commands import EditResult, changed_ids
 from mnoted.core.page import parse_page
 from mnoted.errors import Conflict, NotFound, PermissionDenied
+from mnoted.service.actors import utc_iso
 from mnoted.service.executor import Call, WritePlan, handles
 from mnoted.store import CommandMeta, Workspace
 
 GRANTS = "grants"
 GRANTS_BY_PATH = "grant_by_path"  # path -> the open grant's id, for the watcher
-
-
-def _iso(ts: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
 @handles("mnote.file.grant")
@@ -62,7 +58,7 @@ def file_grant(call: Call) -> WritePlan:
             "path": loaded.path,
             "absolutePath": str(call.ws.root / loaded.path),
             "revision": loaded.revision,
-            "expiresAt": _iso(expires),
+            "expiresAt": utc_iso(expires),
         },
         loaded=loaded,
         document=loaded.doc,

@@ -40,6 +40,16 @@ class TokenRecord:
     hash: str
     revoked: bool = False
 
+    def state(self, now: float) -> str:
+        return token_state(self.revoked, self.expires_at, now)
+
+
+def token_state(revoked: bool, expires_at: float | None, now: float) -> str:
+    """``active``, ``expired`` or ``revoked``: whether a token acts at ``now``."""
+    if revoked:
+        return "revoked"
+    return "expired" if expires_at is not None and now >= expires_at else "active"
+
 
 _Stamp = tuple[int, int, int, int]
 _LOADED: dict[Path, tuple[_Stamp, list[TokenRecord]]] = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 from mnoted.cli.output import pad
 from tests.e2e.conftest import DaemonProcess
@@ -98,3 +99,18 @@ def test_json_for_people_shows_names_as_written(daemon: DaemonProcess) -> None:
     listed = mnote(daemon, "grant", "list", "--workspace", str(daemon.workspace), "--json")
     assert '"笔记/**"' in listed.stdout and "\\u" not in listed.stdout
     assert json.loads(listed.stdout)[-1]["grants"] == ["笔记/**"]
+
+
+def test_grant_list_says_which_tokens_no_longer_act(daemon: DaemonProcess) -> None:
+    where = ["--workspace", str(daemon.workspace)]
+    for actor, expires in (("brief", "1s"), ("lasting", "7d")):
+        made = mnote(daemon, "grant", "create", *where, "--actor", actor, "--expires", expires)
+        assert made.returncode == 0, made.stderr
+    time.sleep(1.2)
+    states = {
+        row["actorId"]: row["state"]
+        for row in json.loads(mnote(daemon, "grant", "list", *where, "--json").stdout)
+    }
+    assert states["brief"] == "expired" and states["lasting"] == "active"
+    listed = mnote(daemon, "grant", "list", *where).stdout
+    assert any("brief" in line and " expired " in line for line in listed.splitlines())

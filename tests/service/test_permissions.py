@@ -143,7 +143,7 @@ def test_expired_token_is_refused(h: Harness) -> None:
     agent = h.agent(expires_at=1.0)
     resp = h.call("mnote.page.get", agent, documentId=h.doc("notes/plan.md"))
     assert resp["error"]["code"] == "mnote_tool_permission_denied"
-    assert "expired" in resp["error"]["message"]
+    assert resp["error"]["message"] == "the token expired at 1970-01-01T00:00:01Z"
 
 
 def test_unknown_workspace_is_denied(h: Harness) -> None:
