@@ -214,7 +214,7 @@ def _daemon(args: argparse.Namespace) -> int:
 
     path = args.config or config_dir() / "config.toml"
     config = DaemonConfig.load(path)
-    config.workspaces = [*config.workspaces, *args.workspace]
+    config.pinned = list(args.workspace)
     if args.daemon_socket:
         config.socket = args.daemon_socket
     config.listen = [*config.listen, *args.listen]

@@ -19,6 +19,7 @@ import signal
 import sys
 import time
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -50,6 +51,9 @@ log = logging.getLogger("mnoted")
 @dataclass
 class DaemonConfig:
     workspaces: list[Path] = field(default_factory=list)
+    # named on the command line: served whatever the file says (a reload keeps them), and
+    # the daemon does not start without them (the user is there to read why)
+    pinned: list[Path] = field(default_factory=list)
     socket: Path = field(default_factory=default_socket_path)
     listen: list[Path] = field(default_factory=list)
     limits: Limits = field(default_factory=Limits)
@@ -104,15 +108,28 @@ class Daemon:
         self._stop = asyncio.Event()
 
     # -- workspaces --------------------------------------------------------------------------
-    def open_workspaces(self, roots: list[Path]) -> None:
-        for root in roots:
-            root = root.resolve()
+    def open_workspaces(self, roots: Sequence[Path], required: Sequence[Path] = ()) -> None:
+        """Serve each of ``roots`` not served yet. One that cannot be opened is logged and
+        left out, so the others are served, unless it is in ``required``: then its error
+        is raised. If none at all is served, the first error is raised."""
+        must = {p.resolve() for p in required}
+        first: MnoteError | None = None
+        for root in dict.fromkeys(p.resolve() for p in [*roots, *required]):
             if any(r.root == root for r in self.runners.values()):
                 continue
-            runner = WorkspaceRunner(root, self.service, self.config.runner)
-            runner.start()
+            try:
+                runner = WorkspaceRunner(root, self.service, self.config.runner)
+                runner.start()
+            except MnoteError as exc:
+                if root in must:
+                    raise
+                log.error("not serving %s: %s (%s)", root, exc.message, exc.hint)
+                first = first or exc
+                continue
             self.runners[runner.workspace_id] = runner
             log.info("serving workspace=%s root=%s", runner.workspace_id, root)
+        if first is not None and not self.runners:
+            raise first
 
     def close_workspace(self, workspace_id: str) -> None:
         runner = self.runners.pop(workspace_id)
@@ -248,7 +265,9 @@ class Daemon:
     # -- serving ---------------------------------------------------------------------------------
     async def serve(self) -> None:
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self.open_workspaces, self.config.workspaces)
+        await loop.run_in_executor(
+            None, self.open_workspaces, self.config.workspaces, self.config.pinned
+        )
         app = build_app(self, self.config.limits)
         self._web = web.AppRunner(
             app,
@@ -298,9 +317,7 @@ class Daemon:
         except MnoteError as exc:
             log.error("reload failed: %s", exc.message)
             return
-        wanted = {p.resolve() for p in fresh.workspaces} | {
-            p.resolve() for p in self.config.workspaces
-        }
+        wanted = {p.resolve() for p in [*fresh.workspaces, *self.config.pinned]}
         loop = asyncio.get_running_loop()
 
         def apply() -> None:
@@ -308,7 +325,7 @@ class Daemon:
                 if runner.root not in wanted:
                     self.close_workspace(wid)
             try:
-                self.open_workspaces(sorted(wanted))
+                self.open_workspaces(sorted(wanted))  # (each that fails is logged)
             except MnoteError as exc:
                 log.error("reload could not open a workspace: %s", exc.message)
 
@@ -344,7 +361,7 @@ def run(config: DaemonConfig) -> int:
         format="%(asctime)s level=%(levelname)s logger=%(name)s %(message)s",
         stream=sys.stderr,
     )
-    if not config.workspaces:
+    if not config.workspaces and not config.pinned:
         print("mnoted: no workspace given (use --workspace DIR or a config file)", file=sys.stderr)
         return 2
     token = owner_token(config_dir(), create=True)

@@ -8,6 +8,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
+
 from mnoted.store import Workspace
 from tests.e2e.conftest import DaemonProcess
 
@@ -102,3 +104,46 @@ def test_sighup_reloads_the_workspace_list(daemon: DaemonProcess) -> None:
         },
     )
     assert resp["ok"], resp
+    # out of the file again: no longer served; the one named on the command line stays
+    config.write_text("workspaces = []\n")
+    daemon.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        _, body = client.request("GET", "/v1/workspaces")
+        if len(body["workspaces"]) == 1:
+            break
+        time.sleep(0.1)
+    assert [w["root"] for w in body["workspaces"]] == [str(daemon.workspace.resolve())]
+
+
+def test_a_configured_workspace_that_cannot_open_leaves_the_others_served(tmp_path: Path) -> None:
+    """One of the config file's workspaces gone (or not a repository) took the daemon down
+    with every other; under systemd it then restarted in a loop, serving nothing."""
+    good, gone = tmp_path / "good", tmp_path / "gone"
+    Workspace.init(good).close()
+    config = tmp_path / "home" / ".config" / "mnoted" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(f'workspaces = ["{gone}", "{good}"]\n')
+    d = DaemonProcess(tmp_path, tmp_path / "pinned")
+    Workspace.init(d.workspace).close()
+    d.start()
+    try:
+        _, body = d.client().request("GET", "/v1/workspaces")
+        roots = sorted(w["root"] for w in body["workspaces"])
+        assert roots == sorted([str(good.resolve()), str(d.workspace.resolve())])
+        assert f"not serving {gone.resolve()}" in d.log.read_text()
+        # taken out of the file it was read from at the start: no longer served
+        config.write_text("workspaces = []\n")
+        assert d.proc is not None
+        d.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 20
+        while len(body["workspaces"]) != 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            _, body = d.client().request("GET", "/v1/workspaces")
+        assert [w["root"] for w in body["workspaces"]] == [str(d.workspace.resolve())]
+    finally:
+        d.stop()
+    # one named on the command line must open: the daemon says why it does not start
+    d = DaemonProcess(tmp_path, gone)
+    with pytest.raises(AssertionError, match="is not a Git repository"):
+        d.start()
