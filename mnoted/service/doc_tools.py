@@ -120,8 +120,8 @@ def workspace_list(call: Call) -> dict[str, Any]:
     pages: list[dict[str, Any]] = []
     truncated = False
     for doc, blob, revision in ws.listing(under=f"{folder}/" if folder else ""):
-        if not call.actor.may_access(doc.path):
-            continue
+        if not call.actor.may_access(doc.path) or ws.filter_of(doc.path):
+            continue  # (a filtered page's blob is not its text: it is not served)
         page = call.service.pages.at_blob(ws, doc, blob)
         if page is None:
             continue

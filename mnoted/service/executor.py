@@ -30,6 +30,7 @@ from mnoted.errors import (
     InvalidArguments,
     MnoteError,
     NotFound,
+    PathRejected,
     PermissionDenied,
     ToolDisabled,
     UnknownTool,
@@ -86,6 +87,10 @@ class Call:
             loaded = self.service.pages.load(self.ws, target)
         except NotFound:
             raise self.service.hidden(target, self.actor) from None
+        except PathRejected as exc:  # (said only to a caller who may see the path)
+            if not self.actor.may_access(str(exc.details.get("path", target))):
+                raise self.service.hidden(target, self.actor) from None
+            raise
         if not self.actor.may_access(loaded.path):
             raise self.service.hidden(target, self.actor)
         self.loaded.append(loaded)

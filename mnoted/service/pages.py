@@ -118,6 +118,7 @@ class PageCache:
             if not ref.lower().endswith(".md") or ws.commit_external([ref]) is None:
                 raise
             doc = ws.resolve(ref)
+        ws.refuse_filtered(doc.path)  # (its blob is a filter's output, not its text)
         if ws.commit_external([doc.path]) is not None:
             doc = ws.resolve(doc.document_id)  # (the edit may have moved it)
         blob = ws.blob_id(doc.path)

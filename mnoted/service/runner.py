@@ -44,6 +44,7 @@ from mnoted.sync import (
     WatcherConfig,
     changes_by_git,
 )
+from mnoted.sync.gitclean import git_clean
 
 log = logging.getLogger("mnoted.runner")
 T = TypeVar("T")
@@ -137,6 +138,7 @@ class WorkspaceRunner:
     def _run(self) -> None:
         try:
             self.ws = Workspace.open(self.root)
+            self.ws.clean_filter = git_clean(self.root)  # (LFS, git-crypt: store.filters)
             self.service.add(self.ws)
             if self.config.watch:
                 # Watches first, then the pass: an edit made meanwhile is seen by one of

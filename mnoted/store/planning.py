@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pygit2
 
+from mnoted.core.blob import blob_id
 from mnoted.errors import BaseChanged, Conflict, InvalidArguments, NotFound, PathRejected, TooLarge
 from mnoted.store import dirfd, trees
 from mnoted.store.config import WorkspaceConfig
+from mnoted.store.filters import Filters
 from mnoted.store.model import Change, Delete, Move, Write
 from mnoted.store.paths import normalize, resolve, resolve_folder
 from mnoted.store.statcache import StatCache
@@ -47,6 +49,16 @@ def validate(root: Path, config: WorkspaceConfig, changes: Sequence[Change]) -> 
                 raise InvalidArguments(f"{rel} appears twice in one command", path=rel)
             touched.append(rel)
     return touched
+
+
+def refuse_filtered(filters: Filters, changes: Sequence[Change]) -> None:
+    """Refuse a command that writes bytes at a path Git filters (a delete writes none)."""
+    for change in changes:
+        if isinstance(change, Write):
+            filters.refuse(normalize(change.path))
+        elif isinstance(change, Move):
+            filters.refuse(normalize(change.old))
+            filters.refuse(normalize(change.new))
 
 
 def plan(
@@ -99,12 +111,14 @@ def disk_changes(
     *,
     include_ignored: bool = False,
     stats: StatCache | None = None,
+    filters: Filters | None = None,
 ) -> list[Target]:
     """What is on disk at ``paths`` where it differs from ``tree``; unsafe paths skipped.
 
     Untracked files that are ignored (or over the size limit) are skipped unless
     ``include_ignored``: a command about to write such a path commits it first all the same.
-    ``stats`` spares reading a file known unchanged since it was last hashed.
+    ``stats`` spares reading a file known unchanged since it was last hashed. A path that
+    ``filters`` filters is compared, and committed, as what its clean filter makes of it.
     """
     out: list[Target] = []
     seen: set[str] = set()
@@ -131,11 +145,22 @@ def disk_changes(
         if found is None:
             if entry is not None:
                 out.append(Target(rel, None, entry[1]))
-        elif skip_untracked and found.size > config.max_file_bytes:
             continue
-        elif entry != (found.blob, found.mode):
-            assert found.data is not None
-            out.append(Target(rel, found.data, found.mode))
+        data, size = found.data, found.size
+        if entry != (found.blob, found.mode) and filters is not None and filters.of(rel):
+            assert data is not None
+            data = filters.clean(rel, data)
+            size, blob = len(data), blob_id(data)
+            if stats is not None:
+                stats.stored_as(rel, found.key, blob)
+            if entry == (blob, found.mode):
+                continue
+        elif entry == (found.blob, found.mode):
+            continue
+        if skip_untracked and size > config.max_file_bytes:
+            continue
+        assert data is not None
+        out.append(Target(rel, data, found.mode))
     return out
 
 

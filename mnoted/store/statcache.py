@@ -75,6 +75,13 @@ class StatCache:
         if len(data) >= RECENT_FROM:
             self._recent = (rel, data, blob)
 
+    def stored_as(self, rel: str, key: Key, blob: str) -> None:
+        """``rel``, remembered as read with stat data ``key``, is stored by Git as ``blob``
+        (a clean filter's output, ``store.filters``): its checks compare that with HEAD."""
+        known = self._known.get(rel)
+        if known is not None and known[0] == key:
+            self._known[rel] = (key, blob)
+
     def remember(self, rel: str, st: os.stat_result, blob: str, began_ns: int) -> None:
         """Keep ``blob`` for ``rel`` as read (with ``st`` of the fd read) from ``began_ns``."""
         if not quiet_since(st, began_ns):

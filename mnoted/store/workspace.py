@@ -75,6 +75,7 @@ from mnoted.store.config import (
     render,
 )
 from mnoted.store.facades import Idempotency, KeyValue
+from mnoted.store.filters import Clean, Filters
 from mnoted.store.journal import Entry, FileStep, Journal
 from mnoted.store.maintenance import PackReport, pack_loose_objects
 from mnoted.store.model import (
@@ -88,7 +89,14 @@ from mnoted.store.model import (
     Identity,
 )
 from mnoted.store.paths import is_internal, normalize, resolve
-from mnoted.store.planning import Target, disk_changes, plan, subject_path, validate
+from mnoted.store.planning import (
+    Target,
+    disk_changes,
+    plan,
+    refuse_filtered,
+    subject_path,
+    validate,
+)
 from mnoted.store.sidecar import Sidecar
 from mnoted.store.spares import Spares
 from mnoted.store.staged import staged as staged_paths
@@ -164,6 +172,7 @@ class Workspace:
         # Blob ids of work-tree files hashed since they last changed (checks and scans
         # skip re-reading them).
         self._stats = StatCache()
+        self._filters = Filters(repo, str(self.gitdir))
         self._index_cache: tuple[object, indexstat.IndexStat] | None = None
         self._staged_cache: tuple[object, set[str]] | None = None
         # New objects stay in memory until they land as one pack (store.packs).
@@ -485,6 +494,26 @@ class Workspace:
             return False
         return st is not None and key_of(st) == key
 
+    @property
+    def clean_filter(self) -> Clean | None:
+        """What runs Git's clean filters for this workspace (``store.filters``): set by the
+        process that opens it; without it, a filtered file is not committed from the disk."""
+        return self._filters.run
+
+    @clean_filter.setter
+    def clean_filter(self, run: Clean | None) -> None:
+        self._filters.run = run
+
+    def filter_of(self, path: str) -> str | None:
+        """The filter driver Git stores ``path`` through (LFS, git-crypt), or None: such a
+        file's blob is not its text, and mnoted neither serves nor writes it. For reads:
+        a change to Git's config may take a second to be seen (writes see it at once)."""
+        return self._filters.of(normalize(path), fresh=False)
+
+    def refuse_filtered(self, path: str) -> None:
+        """Raise :class:`PathRejected` where :meth:`filter_of` names a filter."""
+        self._filters.refuse(normalize(path), fresh=False)
+
     def read_head(self, path: str) -> bytes | None:
         """The committed bytes at ``path`` (HEAD), or None."""
         blob_id = self.blob_id(path)
@@ -717,6 +746,7 @@ class Workspace:
         if not changes:
             raise InvalidArguments("a command needs at least one change")
         touched = validate(self.root, self.config, changes)
+        refuse_filtered(self._filters, changes)
         try:
             return self._apply(meta, changes, touched)
         except OSError as exc:
@@ -804,6 +834,7 @@ class Workspace:
                 paths,
                 include_ignored=include_ignored,
                 stats=self._stats,
+                filters=self._filters,
             )
             if not targets:
                 return None

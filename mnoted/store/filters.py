@@ -1,0 +1,120 @@
+"""Git's clean filters: the blob Git stores for a file that ``.gitattributes`` filters.
+
+A path whose ``filter`` attribute names a driver with a ``clean`` or ``process`` command in
+Git's config (Git LFS, git-crypt) is not stored as its bytes: ``git add`` stores what the
+driver makes of them (an LFS pointer, ciphertext). libgit2 runs no such command; the store
+never runs ``git`` either, so the process that opens a workspace gives it a ``Clean``
+function that does (the daemon's: ``mnoted.sync.gitclean``), called whenever a file such
+a filter covers is committed from the disk. Without it an edited LFS image went into
+history whole, a git-crypt note in clear, and ``git status`` showed the file modified for
+ever.
+
+mnoted's own writes never go to such a path (the work tree would need the driver's smudge
+too): :meth:`Filters.refuse` tells the store and the service which paths to refuse.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+import pygit2
+
+from mnoted.errors import PathRejected, StorageError
+
+CONFIG_CHECK_SECONDS = 1.0
+
+Clean = Callable[[str, bytes], str]
+"""``(path, bytes) -> blob id``: runs Git's clean filter for ``path`` on ``bytes`` and writes
+the result to the repository's object database, as ``git hash-object -w --path`` does."""
+
+
+class Filters:
+    """Which paths go through a clean filter, and the blob Git makes of their bytes.
+
+    The drivers are read from Git's config again when one of its files changed: checked on
+    every ``fresh`` question (a write, a commit from the disk: ~10 µs of ``stat`` calls),
+    at most once a second for the others (reads, where a second late only serves or hides
+    a page a moment longer). Where no driver is configured (most workspaces) nothing more
+    is asked.
+    """
+
+    def __init__(self, repo: pygit2.Repository, gitdir: str) -> None:
+        self._repo = repo
+        self.run: Clean | None = None
+        self._files = _config_files(gitdir)
+        self._stamp: tuple[object, ...] | None = None
+        self._looked = -CONFIG_CHECK_SECONDS
+        self._drivers: frozenset[str] = frozenset()
+
+    def of(self, rel: str, *, fresh: bool = True) -> str | None:
+        """The driver that filters normalised path ``rel``, or None."""
+        drivers = self._configured(fresh)
+        if not drivers:
+            return None
+        try:
+            name = self._repo.get_attr(rel, "filter")
+        except pygit2.GitError:
+            return None
+        return name if isinstance(name, str) and name in drivers else None
+
+    def refuse(self, rel: str, *, fresh: bool = True) -> None:
+        """Raise :class:`PathRejected` if mnoted must not read or write ``rel`` (filtered)."""
+        driver = self.of(rel, fresh=fresh)
+        if driver is not None:
+            raise PathRejected(
+                f"{rel} goes through Git's {driver!r} filter (.gitattributes): mnoted does "
+                "not read or write it",
+                hint="Edit it in your editor: mnoted commits it through the filter, as "
+                "`git add` would.",
+                path=rel,
+                filter=driver,
+            )
+
+    def clean(self, rel: str, data: bytes) -> bytes:
+        """What Git stores for ``data`` at ``rel``: the driver's output, made by :attr:`run`."""
+        if self.run is None:
+            raise StorageError(
+                f"{rel} goes through Git's {self.of(rel)!r} filter, which this process cannot run",
+                hint="Let the daemon commit it (it runs Git's filters), or commit it with git.",
+                path=rel,
+            )
+        blob = self._repo[self.run(rel, data)]
+        assert isinstance(blob, pygit2.Blob)
+        return bytes(blob.data)
+
+    def _configured(self, fresh: bool) -> frozenset[str]:
+        now = time.monotonic()
+        if not fresh and now - self._looked < CONFIG_CHECK_SECONDS:
+            return self._drivers
+        self._looked = now
+        stamp = tuple(_stat(p) for p in self._files)
+        if stamp != self._stamp:
+            drivers = set()
+            for entry in self._repo.config:
+                parts = entry.name.split(".")
+                if len(parts) >= 3 and parts[0] == "filter" and parts[-1] in ("clean", "process"):
+                    drivers.add(".".join(parts[1:-1]))
+            self._drivers, self._stamp = frozenset(drivers), stamp
+        return self._drivers
+
+
+def _config_files(gitdir: str) -> list[str]:
+    """The files libgit2 reads Git's config from (a change to any re-reads the drivers)."""
+    where = pygit2.settings.search_path
+    levels = pygit2.enums.ConfigLevel
+    return [
+        os.path.join(gitdir, "config"),
+        os.path.join(where[levels.GLOBAL], ".gitconfig"),
+        os.path.join(where[levels.XDG], "config"),
+        os.path.join(where[levels.SYSTEM], "gitconfig"),
+    ]
+
+
+def _stat(path: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns

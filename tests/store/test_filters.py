@@ -1,0 +1,145 @@
+"""Files ``.gitattributes`` sends through a clean filter (Git LFS, git-crypt): committed as
+``git add`` stores them, never written by mnoted.
+
+The filter here is rot13 (``tr``), a stand-in for git-crypt: the blob must be the filter's
+output, the work tree keeps the text, and ``git status`` agrees with HEAD.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mnoted.errors import PathRejected, StorageError
+from mnoted.store import CommandMeta, Delete, Move, Workspace, Write
+from mnoted.sync.gitclean import git_clean
+from tests.store.conftest import assert_clean, git
+
+ROT13 = "tr A-Za-z N-ZA-Mn-za-m"
+
+
+def rot13(text: str) -> str:
+    return text.translate(
+        str.maketrans(
+            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
+            "NOPQRSTUVWXYZABCDEFGHIJKLMnopqrstuvwxyzabcdefghijklm",
+        )
+    )
+
+
+@pytest.fixture
+def filtered(ws: Workspace) -> Workspace:
+    """``secret/`` goes through the ``rot`` filter, configured as git-crypt configures its own."""
+    git(ws.root, "config", "filter.rot.clean", ROT13)
+    git(ws.root, "config", "filter.rot.smudge", ROT13)
+    (ws.root / ".gitattributes").write_text("secret/** filter=rot\n")
+    ws.commit_external([".gitattributes"])
+    ws.clean_filter = git_clean(ws.root)  # (as the daemon sets it)
+    return ws
+
+
+def head_text(root: Path, path: str) -> str:
+    return git(root, "show", f"HEAD:{path}")
+
+
+def test_an_edit_of_a_filtered_file_is_committed_as_git_add_stores_it(filtered: Workspace) -> None:
+    ws = filtered
+    (ws.root / "secret").mkdir()
+    (ws.root / "secret" / "plan.md").write_text("# Plan\n\nMeet Alice.\n")
+    (ws.root / "open.md").write_text("# Open\n")
+    result = ws.commit_external(["secret/plan.md", "open.md"])
+    assert result is not None
+    assert head_text(ws.root, "secret/plan.md") == rot13("# Plan\n\nMeet Alice.\n")
+    assert head_text(ws.root, "open.md") == "# Open\n"  # (no filter there)
+    assert (ws.root / "secret" / "plan.md").read_text() == "# Plan\n\nMeet Alice.\n"
+    # Unchanged since: no second commit, whether the stat cache or a read decides.
+    assert ws.commit_external(["secret/plan.md"]) is None
+    assert ws.commit_external(sorted(ws.scan_changes())) is None
+    ws.flush_index()
+    assert_clean(ws.root)
+    # An edit is committed through the filter again.
+    (ws.root / "secret" / "plan.md").write_text("# Plan\n\nMeet Bob.\n")
+    assert ws.commit_external(["secret/plan.md"]) is not None
+    assert head_text(ws.root, "secret/plan.md") == rot13("# Plan\n\nMeet Bob.\n")
+    ws.flush_index()
+    assert_clean(ws.root)
+
+
+def test_a_file_the_user_committed_through_the_filter_is_not_committed_again(
+    filtered: Workspace,
+) -> None:
+    ws = filtered
+    (ws.root / "secret").mkdir()
+    (ws.root / "secret" / "key.md").write_text("hunter2\n")
+    git(ws.root, "add", "secret/key.md")
+    git(ws.root, "commit", "-q", "-m", "the user's own commit")
+    head = git(ws.root, "rev-parse", "HEAD").strip()
+    assert ws.commit_external(["secret/key.md"]) is None
+    assert git(ws.root, "rev-parse", "HEAD").strip() == head
+
+
+def test_a_filter_attribute_without_a_configured_driver_is_ignored_as_git_ignores_it(
+    ws: Workspace,
+) -> None:
+    (ws.root / ".gitattributes").write_text("*.md filter=nowhere\n")
+    (ws.root / "a.md").write_text("plain\n")
+    assert ws.commit_external([".gitattributes", "a.md"]) is not None
+    assert head_text(ws.root, "a.md") == "plain\n"
+    ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("a.md", b"written\n")])
+    assert (ws.root / "a.md").read_text() == "written\n"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        Write("secret/new.md", b"# New\n"),
+        Write("secret/plan.md", b"# Plan\n\nChanged.\n"),
+        Move("secret/plan.md", "out.md"),
+        Move("open.md", "secret/open.md"),
+    ],
+    ids=["create", "write", "move-out", "move-in"],
+)
+def test_the_store_writes_no_bytes_at_a_filtered_path(filtered: Workspace, change) -> None:
+    ws = filtered
+    (ws.root / "secret").mkdir()
+    (ws.root / "secret" / "plan.md").write_text("# Plan\n")
+    (ws.root / "open.md").write_text("# Open\n")
+    ws.commit_external(["secret/plan.md", "open.md"])
+    head = git(ws.root, "rev-parse", "HEAD").strip()
+    with pytest.raises(PathRejected) as caught:
+        ws.apply(CommandMeta("page.body.save", actor="hermes"), [change])
+    assert caught.value.details["filter"] == "rot" and "editor" in caught.value.hint
+    assert git(ws.root, "rev-parse", "HEAD").strip() == head
+    assert sorted(p.name for p in (ws.root / "secret").iterdir()) == ["plan.md"]
+    assert (ws.root / "secret" / "plan.md").read_text() == "# Plan\n"
+    # A delete writes no bytes: it is allowed.
+    ws.apply(CommandMeta("page.delete", actor="hermes"), [Delete("secret/plan.md")])
+    assert not (ws.root / "secret" / "plan.md").exists()
+    ws.flush_index()
+    assert_clean(ws.root)
+
+
+def test_a_process_that_cannot_run_filters_commits_nothing_from_a_filtered_path(
+    filtered: Workspace,
+) -> None:
+    ws = filtered
+    ws.clean_filter = None
+    (ws.root / "secret").mkdir()
+    (ws.root / "secret" / "plan.md").write_text("# Plan\n")
+    head = git(ws.root, "rev-parse", "HEAD").strip()
+    with pytest.raises(StorageError, match="cannot run"):
+        ws.commit_external(["secret/plan.md"])
+    assert git(ws.root, "rev-parse", "HEAD").strip() == head
+
+
+def test_a_failing_filter_commits_nothing_and_says_which_file(filtered: Workspace) -> None:
+    ws = filtered
+    git(ws.root, "config", "filter.rot.clean", "false")
+    git(ws.root, "config", "filter.rot.required", "true")
+    (ws.root / "secret").mkdir()
+    (ws.root / "secret" / "plan.md").write_text("# Plan\n")
+    head = git(ws.root, "rev-parse", "HEAD").strip()
+    with pytest.raises(StorageError, match=r"secret/plan\.md"):
+        ws.commit_external(["secret/plan.md"])
+    assert git(ws.root, "rev-parse", "HEAD").strip() == head
