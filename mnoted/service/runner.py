@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mnoted.contract.envelope import wire_bytes
-from mnoted.errors import Conflict, MnoteError, NotFound
+from mnoted.errors import Conflict, MnoteError, NotFound, PathRejected
 from mnoted.service.actors import Actor
 from mnoted.service.executor import Service
 from mnoted.service.file_tools import GRANTS, GRANTS_BY_PATH, grant_meta, read_grant
@@ -436,6 +436,8 @@ class WorkspaceRunner:
                         self.service.pages.load(ws, path)
                 except NotFound:
                     document_id = None
+                except PathRejected:
+                    pass  # (a filter covers it now: its blob is not a page to carry ids to)
             self.service.events.publish(
                 "external_edit",
                 workspaceId=ws.workspace_id,

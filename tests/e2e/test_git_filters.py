@@ -108,3 +108,29 @@ def test_agents_neither_read_nor_write_a_filtered_page(daemon: DaemonProcess) ->
 
     assert daemon.git("rev-parse", "HEAD") == head
     assert daemon.git("show", "HEAD:secret/diary.md") == "# Qvnel\n\nZrg Nyvpr.\n"
+
+
+def test_a_page_edited_by_agents_before_a_filter_covered_it_is_committed_in_its_batch(
+    daemon: DaemonProcess,
+) -> None:
+    (daemon.workspace / "secret").mkdir()
+    (daemon.workspace / "secret" / "diary.md").write_text("# Diary\n\nMet Alice.\n")
+    wait_until_idle_and_clean(daemon)
+    edit = call(
+        daemon, None, "mnote.doc.markdown_edit", "secret/diary.md",
+        operations=[{"search": "Alice", "replace": "Carol"}],
+    )  # fmt: skip
+    assert edit["ok"], edit  # (the page's block ids are now carried from version to version)
+    configure(daemon)
+    time.sleep(1.1)  # (reads see a change to Git's config within a second)
+    (daemon.workspace / "secret" / "diary.md").write_text("# Diary\n\nMet Bob.\n")
+    wait_until_idle_and_clean(daemon)
+    assert daemon.git("show", "HEAD:secret/diary.md") == "# Qvnel\n\nZrg Obo.\n"
+    time.sleep(0.5)
+    edit = call(
+        daemon, None, "mnote.doc.markdown_edit", "plan.md",
+        operations=[{"search": "Monday", "replace": "Friday"}],
+    )  # fmt: skip
+    assert edit["ok"], edit
+    log = daemon.log.read_text()
+    assert "sink_failed" not in log and "Traceback" not in log and "ERROR" not in log, log
