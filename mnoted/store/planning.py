@@ -147,7 +147,12 @@ def disk_changes(
                 out.append(Target(rel, None, entry[1]))
             continue
         data, size = found.data, found.size
-        if entry != (found.blob, found.mode) and filters is not None and filters.of(rel):
+        if (
+            entry != (found.blob, found.mode)
+            and found.mode != pygit2.GIT_FILEMODE_LINK  # (Git filters no symlink)
+            and filters is not None
+            and filters.of(rel)
+        ):
             assert data is not None
             data = filters.clean(rel, data)
             size, blob = len(data), blob_id(data)

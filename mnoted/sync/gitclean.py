@@ -13,16 +13,16 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from mnoted.errors import StorageError
-from mnoted.store.filters import Clean
 
 TIMEOUT_SECONDS = 120.0
 
 
-def git_clean(root: Path) -> Clean:
-    """The store's :data:`~mnoted.store.filters.Clean` for the workspace at ``root``."""
+def git_clean(root: Path) -> Callable[[str, bytes], str]:
+    """``(path, bytes) -> blob id`` for the workspace at ``root``: the store's ``Clean``."""
 
     def clean(rel: str, data: bytes) -> str:
         git = shutil.which("git")
