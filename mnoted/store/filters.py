@@ -1,13 +1,19 @@
 """Git's clean filters: the blob Git stores for a file that ``.gitattributes`` filters.
 
-A path whose ``filter`` attribute names a driver with a ``clean`` or ``process`` command in
-Git's config (Git LFS, git-crypt) is not stored as its bytes: ``git add`` stores what the
-driver makes of them (an LFS pointer, ciphertext). libgit2 runs no such command; the store
-never runs ``git`` either, so the process that opens a workspace gives it a ``Clean``
-function that does (the daemon's: ``mnoted.sync.gitclean``), called whenever a file such
-a filter covers is committed from the disk. Without it an edited LFS image went into
-history whole, a git-crypt note in clear, and ``git status`` showed the file modified for
-ever.
+Line endings first: where ``.gitattributes`` (``text``, ``eol``) or ``core.autocrlf`` ask
+Git to store LF, ``git add`` of a CRLF file stores it with LF (with ``text=auto``, unless
+the index already has it with CRLF). libgit2 has that filter: the store applies it to a
+file it commits from the disk, so the blob is the one ``git add`` would make, ``git status``
+agrees, and a person's own commit of the file is not answered by a commit of its CRLF.
+
+Then drivers: a path whose ``filter`` attribute names a driver with a ``clean`` or
+``process`` command in Git's config (Git LFS, git-crypt) is not stored as its bytes either:
+``git add`` stores what the driver makes of them (an LFS pointer, ciphertext). libgit2 runs
+no such command; the store never runs ``git`` either, so the process that opens a workspace
+gives it a ``Clean`` function that does (the daemon's: ``mnoted.sync.gitclean``), called
+whenever a file such a filter covers is committed from the disk. Without it an edited LFS
+image went into history whole, a git-crypt note in clear, and ``git status`` showed the file
+modified for ever.
 
 mnoted's own writes never go to such a path (the work tree would need the driver's smudge
 too): :meth:`Filters.refuse` tells the store and the service which paths to refuse.
@@ -73,10 +79,25 @@ class Filters:
             )
 
     def clean(self, rel: str, data: bytes) -> bytes:
-        """What Git stores for ``data`` at ``rel``: the driver's output, made by :attr:`run`."""
-        if self.run is None:
+        """What Git stores for ``data`` at ``rel``: a driver's output, made by :attr:`run`;
+        else ``data`` with the line endings Git's attributes and ``core.autocrlf`` ask for
+        (libgit2's own filters, in this process); else ``data`` itself."""
+        driver = self.of(rel)
+        if driver is None:
+            try:
+                filters = self._repo.load_filter_list(rel)
+                if filters is None:
+                    return data
+                if b"\0" not in data:
+                    return filters.apply_to_buffer(data)
+            except pygit2.GitError as exc:
+                raise StorageError(f"Git's filters for {rel} failed: {exc}", path=rel) from exc
+            # pygit2 returns libgit2's output up to its first NUL: such bytes go to `git`.
+            if self.run is None:
+                return data
+        elif self.run is None:
             raise StorageError(
-                f"{rel} goes through Git's {self.of(rel)!r} filter, which this process cannot run",
+                f"{rel} goes through Git's {driver!r} filter, which this process cannot run",
                 hint="Let the daemon commit it (it runs Git's filters), or commit it with git.",
                 path=rel,
             )

@@ -117,8 +117,9 @@ def disk_changes(
 
     Untracked files that are ignored (or over the size limit) are skipped unless
     ``include_ignored``: a command about to write such a path commits it first all the same.
-    ``stats`` spares reading a file known unchanged since it was last hashed. A path that
-    ``filters`` filters is compared, and committed, as what its clean filter makes of it.
+    ``stats`` spares reading a file known unchanged since it was last hashed. A file that
+    differs is compared, and committed, as what Git's clean filters make of it (``filters``:
+    line endings, LFS, git-crypt).
     """
     out: list[Target] = []
     seen: set[str] = set()
@@ -147,21 +148,17 @@ def disk_changes(
                 out.append(Target(rel, None, entry[1]))
             continue
         data, size = found.data, found.size
-        if (
-            entry != (found.blob, found.mode)
-            and found.mode != pygit2.GIT_FILEMODE_LINK  # (Git filters no symlink)
-            and filters is not None
-            and filters.of(rel)
-        ):
-            assert data is not None
-            data = filters.clean(rel, data)
-            size, blob = len(data), blob_id(data)
-            if stats is not None:
-                stats.stored_as(rel, found.key, blob)
-            if entry == (blob, found.mode):
-                continue
-        elif entry == (found.blob, found.mode):
+        if entry == (found.blob, found.mode):
             continue
+        if found.mode != pygit2.GIT_FILEMODE_LINK and filters is not None:  # (no symlink)
+            assert data is not None
+            cleaned = filters.clean(rel, data)
+            if cleaned != data:  # what `git add` stores is not the file's bytes
+                data, size, blob = cleaned, len(cleaned), blob_id(cleaned)
+                if stats is not None:
+                    stats.stored_as(rel, found.key, blob)
+                if entry == (blob, found.mode):
+                    continue
         if skip_untracked and size > config.max_file_bytes:
             continue
         assert data is not None

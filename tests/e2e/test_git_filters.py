@@ -134,3 +134,22 @@ def test_a_page_edited_by_agents_before_a_filter_covered_it_is_committed_in_its_
     assert edit["ok"], edit
     log = daemon.log.read_text()
     assert "sink_failed" not in log and "Traceback" not in log and "ERROR" not in log, log
+
+
+def test_an_editor_save_with_crlf_is_committed_with_the_line_endings_git_stores(
+    daemon: DaemonProcess,
+) -> None:
+    (daemon.workspace / ".gitattributes").write_text("*.md text eol=lf\n")
+    (daemon.workspace / "windows.md").write_bytes(b"# From Windows\r\n\r\nSaved with CRLF.\r\n")
+    wait_until_idle_and_clean(daemon)
+    assert daemon.git("show", "HEAD:windows.md") == "# From Windows\n\nSaved with CRLF.\n"
+    page = call(daemon, None, "mnote.page.get", "windows.md")
+    assert page["ok"] and page["result"]["title"] == "From Windows", page
+    # The person's own commit of the file is not answered by a commit of its CRLF.
+    (daemon.workspace / "windows.md").write_bytes(b"# From Windows\r\n\r\nEdited.\r\n")
+    subprocess.run(["git", "add", "-A"], cwd=daemon.workspace, check=True)
+    subprocess.run(["git", "commit", "-qm", "mine"], cwd=daemon.workspace, check=False)
+    wait_until_idle_and_clean(daemon)
+    time.sleep(1.0)
+    assert daemon.git("show", "HEAD:windows.md") == "# From Windows\n\nEdited.\n"
+    wait_until_idle_and_clean(daemon)

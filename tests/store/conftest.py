@@ -34,18 +34,24 @@ def git_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monkey
         pygit2.settings.search_path[level] = str(home)
 
 
-def git(repo: Path, *args: str, check: bool = True, input_text: str | None = None) -> str:
+def git(
+    repo: Path,
+    *args: str,
+    check: bool = True,
+    input_text: str | None = None,
+    input_bytes: bytes | None = None,
+) -> str:
     """Run the real git in ``repo`` and return its stdout."""
     out = subprocess.run(
         ["git", "-C", str(repo), *args],
         capture_output=True,
-        text=True,
         check=False,
-        input=input_text,
+        input=input_text.encode() if input_text is not None else input_bytes,
     )
+    stdout, stderr = out.stdout.decode(errors="replace"), out.stderr.decode(errors="replace")
     if check and out.returncode != 0:
-        raise AssertionError(f"git {' '.join(args)} failed: {out.stderr}")
-    return out.stdout
+        raise AssertionError(f"git {' '.join(args)} failed: {stderr}")
+    return stdout
 
 
 def assert_clean(repo: Path) -> None:

@@ -7,9 +7,12 @@ output, the work tree keeps the text, and ``git status`` agrees with HEAD.
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mnoted.errors import PathRejected, StorageError
 from mnoted.store import CommandMeta, Delete, Move, Workspace, Write
@@ -143,3 +146,56 @@ def test_a_failing_filter_commits_nothing_and_says_which_file(filtered: Workspac
     with pytest.raises(StorageError, match=r"secret/plan\.md"):
         ws.commit_external(["secret/plan.md"])
     assert git(ws.root, "rev-parse", "HEAD").strip() == head
+
+
+def test_a_crlf_file_is_committed_with_the_line_endings_git_add_stores(ws: Workspace) -> None:
+    (ws.root / ".gitattributes").write_text("*.md text eol=lf\n")
+    (ws.root / "win.md").write_bytes(b"one\r\ntwo\r\n")
+    assert ws.commit_external([".gitattributes", "win.md"]) is not None
+    assert git(ws.root, "cat-file", "-p", "HEAD:win.md") == "one\ntwo\n"
+    assert (ws.root / "win.md").read_bytes() == b"one\r\ntwo\r\n"  # (the file stays as saved)
+    assert ws.commit_external(["win.md"]) is None
+    ws.flush_index()
+    assert_clean(ws.root)
+    # The person's own commit of the file is not answered by a commit of its CRLF.
+    (ws.root / "win.md").write_bytes(b"one\r\ntwo\r\nthree\r\n")
+    git(ws.root, "add", "win.md")
+    git(ws.root, "commit", "-q", "-m", "mine")
+    assert ws.commit_external(["win.md"]) is None
+    assert git(ws.root, "log", "-1", "--format=%s") == "mine\n"
+
+
+LINE_ATTRIBUTES = ["", "* text=auto\n", "* text eol=lf\n", "* text eol=crlf\n", "* -text\n"]
+
+
+@given(
+    attributes=st.sampled_from(LINE_ATTRIBUTES),
+    autocrlf=st.sampled_from([None, "input", "true"]),
+    contents=st.lists(
+        st.lists(
+            st.sampled_from([b"a", b"\r\n", b"\n", b"\r", b"\x00", b"\xc3\xa9"]), max_size=8
+        ).map(b"".join),
+        min_size=1,
+        max_size=3,
+    ),
+)
+@settings(max_examples=40, deadline=None)
+def test_every_blob_committed_from_the_disk_is_the_one_git_add_makes(
+    attributes: str, autocrlf: str | None, contents: list[bytes]
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "n"
+        git(Path(tmp), "init", "-q", str(root))
+        if autocrlf is not None:  # (libgit2 reads core.autocrlf when the repository opens)
+            git(root, "config", "core.autocrlf", autocrlf)
+        with Workspace.init(root) as ws:
+            ws.clean_filter = git_clean(ws.root)  # (as the daemon sets it)
+            (ws.root / ".gitattributes").write_text(attributes)
+            ws.commit_external([".gitattributes"])
+            for data in contents:  # one file edited in turn: the index has its last version
+                (ws.root / "f.md").write_bytes(data)
+                ws.commit_external(["f.md"])
+                ws.flush_index()
+                wanted = git(ws.root, "hash-object", "--path=f.md", "--stdin", input_bytes=data)
+                assert ws.blob_id("f.md") == wanted.strip(), (attributes, autocrlf, data)
+                assert git(ws.root, "status", "--porcelain", "--", "f.md") == ""
