@@ -147,7 +147,7 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         await response.prepare(request)
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=10_000)
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(maxsize=10_000)
         loop = asyncio.get_running_loop()
 
         def deliver(event: dict[str, Any]) -> None:
@@ -155,6 +155,7 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
                 loop.call_soon_threadsafe(_offer, queue, event)
 
         unsubscribe = daemon.service.events.subscribe(deliver)
+        request.app[STREAMS].add(queue)
         try:
             await response.write(b": connected\n\n")
             while True:
@@ -163,6 +164,8 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
                 except TimeoutError:
                     await response.write(b": ping\n\n")
                     continue
+                if event is None:  # the daemon stops (`_end_streams`)
+                    break
                 data = json.dumps(event, separators=(",", ":"))
                 await response.write(
                     f"id: {event['id']}\nevent: {event['type']}\ndata: {data}\n\n".encode()
@@ -171,6 +174,7 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
             pass
         finally:
             unsubscribe()
+            request.app[STREAMS].discard(queue)
         return response
 
     app = web.Application(middlewares=[guard], client_max_size=limits.max_body_bytes)
@@ -180,9 +184,26 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
     app.router.add_post("/v1/tools/call", call)
     app.router.add_get("/v1/events", events)
     app["started"] = time.time()
+    app[STREAMS] = set()
+    app.on_shutdown.append(_end_streams)
     return app
 
 
-def _offer(queue: asyncio.Queue[dict[str, Any]], event: dict[str, Any]) -> None:
+STREAMS = web.AppKey("streams", set["asyncio.Queue[dict[str, Any] | None]"])
+"""The queues of the open ``/v1/events`` streams."""
+
+
+async def _end_streams(app: web.Application) -> None:
+    """End every event stream as the daemon stops. A stream lasts as long as its reader
+    listens, and aiohttp waits for every handler before it closes: a reader still
+    listening held ``mnoted`` for its 60-second limit after SIGTERM, and one gone a
+    moment before held it until the next ping (15 s)."""
+    for queue in app[STREAMS]:
+        while queue.full():
+            queue.get_nowait()
+        queue.put_nowait(None)
+
+
+def _offer(queue: asyncio.Queue[dict[str, Any] | None], event: dict[str, Any]) -> None:
     if not queue.full():  # a reader too slow to keep up loses events, never the daemon memory
         queue.put_nowait(event)

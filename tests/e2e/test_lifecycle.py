@@ -147,3 +147,30 @@ def test_a_configured_workspace_that_cannot_open_leaves_the_others_served(tmp_pa
     d = DaemonProcess(tmp_path, gone)
     with pytest.raises(AssertionError, match="is not a Git repository"):
         d.start()
+
+
+@pytest.mark.parametrize("reader", ["listening", "gone"])
+def test_sigterm_stops_the_daemon_at_once_with_event_streams_open(
+    daemon: DaemonProcess, reader: str
+) -> None:
+    """An agent runtime subscribed to ``/v1/events`` (or one that left a moment ago) must not
+    hold the daemon: it waited for aiohttp's 60-second limit (then systemd's SIGKILL)."""
+    conn = socket.socket(socket.AF_UNIX)
+    conn.connect(str(daemon.socket))
+    auth = f"Authorization: Bearer {daemon.owner_token()}"
+    conn.sendall(f"GET /v1/events HTTP/1.1\r\nHost: x\r\n{auth}\r\n\r\n".encode())
+    conn.settimeout(10)
+    seen = b""
+    while b": connected" not in seen:
+        seen += conn.recv(4096)
+    if reader == "gone":
+        conn.close()
+    started = time.monotonic()
+    assert daemon.stop() == 0
+    assert time.monotonic() - started < 5.0  # (a bound on a hang, not a speed figure)
+    if reader == "listening":
+        while not seen.endswith(b"0\r\n\r\n"):  # the stream's last chunk: it ended
+            chunk = conn.recv(4096)
+            assert chunk, seen
+            seen += chunk
+        conn.close()
