@@ -187,7 +187,7 @@ class InvalidTransition(MnoteError):
 
 
 class PathRejected(MnoteError):
-    """The path escapes the workspace, names Git or mnoted internals, or is malformed."""
+    """The path escapes the workspace, names internals, is malformed, ignored or Git-filtered."""
 
     code = "mnote_path_rejected"
     default_hint = (

@@ -61,6 +61,36 @@ def refuse_filtered(filters: Filters, changes: Sequence[Change]) -> None:
             filters.refuse(normalize(change.new))
 
 
+def refuse_ignored(
+    repo: pygit2.Repository,
+    config: WorkspaceConfig,
+    tree: pygit2.Tree | None,
+    changes: Sequence[Change],
+) -> None:
+    """Refuse a command that would add a file Git ignores: every write is a commit, so it
+    would put into history what ``.gitignore`` keeps out (a file Git tracks is written)."""
+    for change in changes:
+        if isinstance(change, Write | Move):
+            rel = normalize(change.new if isinstance(change, Move) else change.path)
+            if trees.entry_at(tree, rel) is not None:
+                continue
+            where = (
+                ".gitignore"
+                if repo.path_is_ignored(rel)
+                else ".mnote/config.toml [ignore]"
+                if config.is_ignored(rel)
+                else None
+            )
+            if where is not None:
+                raise PathRejected(
+                    f"{rel} is ignored ({where}): mnoted commits every write, and would add "
+                    "it to the history",
+                    hint=f"Choose a path that is not ignored, or take its pattern out of {where} "
+                    "first.",
+                    path=rel,
+                )
+
+
 def plan(
     repo: pygit2.Repository, tree: pygit2.Tree | None, changes: Sequence[Change]
 ) -> list[Target]:

@@ -94,6 +94,7 @@ from mnoted.store.planning import (
     disk_changes,
     plan,
     refuse_filtered,
+    refuse_ignored,
     subject_path,
     validate,
 )
@@ -761,6 +762,7 @@ class Workspace:
         self, meta: CommandMeta, changes: Sequence[Change], touched: list[str]
     ) -> CommitResult:
         self._ready_to_write()
+        refuse_ignored(self._repo, self.config, self._head_tree(), changes)
         group = self._group
         unchecked = [p for p in touched if group is None or p not in group.checked_paths]
         external = self.commit_external(unchecked, include_ignored=True) if unchecked else None

@@ -273,3 +273,22 @@ def test_status_names_what_the_repository_refuses_and_serves_on(daemon: DaemonPr
     checkout("-")
     [ws] = client.request("GET", "/v1/workspaces")[1]["workspaces"]
     assert "refused" not in ws and ws["head"]
+
+
+def test_a_page_is_not_created_where_gitignore_keeps_files_out(daemon: DaemonProcess) -> None:
+    """Every write is a commit: a page made in an ignored folder would have gone into the
+    history (and to the remote) that .gitignore keeps it out of."""
+    with (daemon.workspace / ".gitignore").open("a") as fh:
+        fh.write("private/\n")
+    head = daemon.git("rev-parse", "HEAD")
+    client = daemon.client()
+    _, resp = client.request(
+        "POST",
+        "/v1/tools/call",
+        client.envelope("mnote.page.create", None, {"path": "private/diary.md", "content": "x"}),
+    )
+    assert not resp["ok"] and resp["error"]["code"] == "mnote_path_rejected", resp
+    assert ".gitignore" in resp["error"]["message"]
+    assert not (daemon.workspace / "private").exists()
+    assert daemon.git("ls-files", "private") == ""
+    assert daemon.git("rev-list", f"{head.strip()}..HEAD", "--", "private") == ""

@@ -278,12 +278,40 @@ def test_no_commit_while_the_user_is_merging(ws: Workspace) -> None:
     assert_clean(root)
 
 
-def test_an_ignored_untracked_file_is_committed_before_being_overwritten(ws: Workspace) -> None:
+@pytest.mark.parametrize(
+    "change",
+    [
+        Write("scratch.tmp", b"new\n"),
+        Write("private/new.md", b"# New\n"),
+        Move("a.md", "private/a.md"),
+    ],
+    ids=["over-an-ignored-file", "new-in-an-ignored-folder", "move-into-it"],
+)
+def test_a_write_that_would_add_a_file_git_ignores_is_refused(
+    ws: Workspace, change: Write | Move
+) -> None:
+    """Every write is a commit: one at a path Git ignores would put into history what
+    .gitignore keeps out (an agent's page in a private folder, pushed with the rest)."""
+    (ws.root / ".gitignore").write_text((ws.root / ".gitignore").read_text() + "private/\n")
+    (ws.root / "a.md").write_text("# A\n")
+    ws.commit_external([".gitignore", "a.md"])
     (ws.root / "scratch.tmp").write_bytes(b"precious\n")  # matches the template's "*.tmp"
-    assert ws.commit_external(["scratch.tmp"]) is None  # the watcher leaves it alone
-    result = ws.apply(CommandMeta("file.save", actor="hermes"), [Write("scratch.tmp", b"new\n")])
-    assert result.external_commit is not None
-    assert git(ws.root, "show", f"{result.external_commit}:scratch.tmp") == "precious\n"
+    head = git(ws.root, "rev-parse", "HEAD")
+    with pytest.raises(PathRejected, match="is ignored") as caught:
+        ws.apply(CommandMeta("file.save", actor="hermes"), [change])
+    where = (
+        ".mnote/config.toml"
+        if isinstance(change, Write) and change.path == "scratch.tmp"
+        else ".gitignore"
+    )
+    assert where in caught.value.hint
+    assert git(ws.root, "rev-parse", "HEAD") == head
+    assert (ws.root / "scratch.tmp").read_bytes() == b"precious\n"
+    assert not (ws.root / "private").exists() and (ws.root / "a.md").exists()
+    # A file Git tracks is written, whatever .gitignore says of its path.
+    git(ws.root, "add", "-f", "scratch.tmp")
+    git(ws.root, "commit", "-q", "-m", "tracked on purpose")
+    ws.apply(CommandMeta("file.save", actor="hermes"), [Write("scratch.tmp", b"new\n")])
     assert (ws.root / "scratch.tmp").read_bytes() == b"new\n"
 
 
