@@ -443,6 +443,8 @@ class Service:
             return self._session_result(call, plan, key, digest)
         if plan.loaded is not None:
             self._guard_page(call, plan)
+        if plan.changes:
+            ws.check_writable(plan.changes)  # (a dry run or a proposal is refused as the write)
         if not request.dryRun and needs_review(call, plan):
             from mnoted.service import review
 

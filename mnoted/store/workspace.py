@@ -758,6 +758,16 @@ class Workspace:
                 f"{meta.command} could not be written: {exc.strerror or exc}", errno=exc.errno
             ) from exc
 
+    def check_writable(self, changes: Sequence[Change]) -> None:
+        """Raise what :meth:`apply` would raise about the paths of ``changes`` (unsafe, too
+        large, Git-filtered, ignored) without writing anything: a dry run, or a write that
+        waits for review, is refused as the write itself would be."""
+        self._check_thread()
+        validate(self.root, self.config, changes)
+        refuse_filtered(self._filters, changes)
+        self.refresh()
+        refuse_ignored(self._repo, self.config, self._head_tree(), changes)
+
     def _apply(
         self, meta: CommandMeta, changes: Sequence[Change], touched: list[str]
     ) -> CommitResult:

@@ -301,3 +301,20 @@ def test_a_session_caught_mid_apply_is_settled_by_git_at_restart(h: Harness) -> 
     failed = h.call("mnote.review.get", args={"sessionId": lost["sessionId"]})["result"]
     assert failed["state"] == "failed" and failed["error"]["code"] == "mnote_review_interrupted"
     assert h.head() == head and "Lost." not in (h.root / "notes/plan.md").read_text()
+
+
+def test_a_proposal_or_dry_run_the_write_would_refuse_is_refused_at_once(h: Harness) -> None:
+    """A page an agent would create in an ignored folder is refused when proposed (it used to
+    wait for a person, whose accept then failed) and in a dry run (which answered a diff)."""
+    set_mode(h, "required")
+    h.write_file(".gitignore", (h.root / ".gitignore").read_text() + "drafts/\n")
+    head = h.head()
+    agent = h.agent("hermes")
+    args = {"path": "drafts/diary.md", "content": "Dear diary."}
+    proposed = h.write("mnote.page.create", agent, args=args)
+    assert proposed["error"]["code"] == "mnote_path_rejected", proposed
+    listed = h.call("mnote.review.list", args={})
+    assert listed["ok"] and listed["result"]["sessions"] == [], listed
+    dry = h.write("mnote.page.create", args=args, dryRun=True)
+    assert dry["error"]["code"] == "mnote_path_rejected", dry
+    assert h.head() == head and not (h.root / "drafts").exists()
