@@ -443,9 +443,10 @@ class Service:
             return self._session_result(call, plan, key, digest)
         if plan.loaded is not None:
             self._guard_page(call, plan)
-        if plan.changes:
-            ws.check_writable(plan.changes)  # (a dry run or a proposal is refused as the write)
-        if not request.dryRun and needs_review(call, plan):
+        review = not request.dryRun and needs_review(call, plan)
+        if plan.changes and (request.dryRun or review):
+            ws.check_writable(plan.changes)  # (refused as the write would be; apply checks it)
+        if review:
             from mnoted.service import review
 
             args = call.wire_args
