@@ -443,10 +443,10 @@ class Service:
             return self._session_result(call, plan, key, digest)
         if plan.loaded is not None:
             self._guard_page(call, plan)
-        review = not request.dryRun and needs_review(call, plan)
-        if plan.changes and (request.dryRun or review):
+        waits = not request.dryRun and needs_review(call, plan)
+        if plan.changes and (request.dryRun or waits):
             ws.check_writable(plan.changes)  # (refused as the write would be; apply checks it)
-        if review:
+        if waits:
             from mnoted.service import review
 
             args = call.wire_args
