@@ -198,4 +198,7 @@ def test_every_blob_committed_from_the_disk_is_the_one_git_add_makes(
                 ws.flush_index()
                 wanted = git(ws.root, "hash-object", "--path=f.md", "--stdin", input_bytes=data)
                 assert ws.blob_id("f.md") == wanted.strip(), (attributes, autocrlf, data)
-                assert git(ws.root, "status", "--porcelain", "--", "f.md") == ""
+                # Git sees no difference in content. (`git status` may still list a file with
+                # mixed line endings under core.autocrlf whose index entry has no stat data,
+                # with an empty diff: Git's own quirk, docs/store.md.)
+                assert git(ws.root, "diff", "--stat", "--", "f.md") == ""
