@@ -29,8 +29,9 @@ _RESERVED_ANYWHERE = (".git",)
 def normalize(path: str, *, config_ok: bool = False) -> str:
     """The canonical relative POSIX form of ``path``, or :class:`PathRejected`.
 
-    ``.`` and empty components are dropped; ``..``, absolute paths, backslashes, NUL,
-    ``.git`` anywhere, ``.mnote`` at the top and the store's temporary names are refused.
+    ``.`` and empty components are dropped; ``..``, absolute paths, backslashes, NUL, names
+    that are not UTF-8, ``.git`` anywhere, ``.mnote`` at the top and the store's temporary
+    names are refused.
     With ``config_ok`` the committed files in :data:`COMMITTED_INTERNAL` are allowed.
     """
     if not isinstance(path, str) or not path:
@@ -43,6 +44,9 @@ def _normalized(path: str, config_ok: bool) -> str:
     """:func:`normalize`, kept: a command normalises its paths a dozen times."""
     if "\x00" in path or "\\" in path:
         raise PathRejected(f"path {path!r} contains a NUL byte or a backslash", path=path)
+    shown = not_utf8(path)
+    if shown is not None:
+        raise PathRejected(f"path {shown!r} is not valid UTF-8", path=shown)
     if path.startswith("/"):
         raise PathRejected(f"path {path!r} is absolute", path=path)
     parts = [p for p in path.split("/") if p not in ("", ".")]
@@ -147,6 +151,19 @@ def resolve_folder(root: Path, path: str) -> Path | None:
         if not stat.S_ISDIR(st.st_mode):
             return None
     return Path(current)
+
+
+def not_utf8(path: str) -> str | None:
+    """``path`` shown with its bad bytes escaped (``caf\\xe9.md``) if its name is not valid
+    UTF-8, else None. Such a name (a file from an old archive, in Latin-1) reaches Python
+    as lone surrogates, which no Git path, page or tool call can hold."""
+    if path.isascii():
+        return None
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return None
 
 
 def is_internal(path: str) -> bool:

@@ -88,7 +88,7 @@ from mnoted.store.model import (
     IdempotencyRecord,
     Identity,
 )
-from mnoted.store.paths import is_internal, normalize, resolve
+from mnoted.store.paths import is_internal, normalize, not_utf8, resolve
 from mnoted.store.planning import (
     Target,
     disk_changes,
@@ -652,6 +652,10 @@ class Workspace:
                 found = walk.result() | self._staged_at(index, walk.seen)
         out = []
         for path in found:
+            shown = not_utf8(path)  # (listed by `git status`; the walk passes them over)
+            if shown is not None:
+                log.warning("not committing %s: its name is not valid UTF-8; rename it", shown)
+                continue
             if is_internal(path):
                 continue
             if self.config.is_ignored(path) and self._side.file(path) is None:
@@ -685,7 +689,10 @@ class Workspace:
         return sorted(set(out))
 
     def _git_ignored(self, path: str) -> bool:
-        return bool(self._repo.path_is_ignored(path))
+        try:
+            return bool(self._repo.path_is_ignored(path))
+        except UnicodeEncodeError:  # a name that is not UTF-8: no Git path can hold it
+            return True
 
     def _index_stat(self) -> indexstat.IndexStat:
         """The index's entries with their stat data, parsed again only when the file changed."""

@@ -24,6 +24,7 @@ __all__ = [
     "IgnoreReason",
     "IgnoreRules",
     "is_internal",
+    "is_utf8",
     "temp_pattern",
 ]
 
@@ -60,11 +61,25 @@ class IgnoreReason(StrEnum):
     INTERNAL = "internal"
     TEMP = "temp"
     GITIGNORED = "gitignored"
+    NOT_UTF8 = "not_utf8"
 
 
 def is_internal(rel_path: str) -> bool:
     """Whether a path lies in ``.git/`` or ``.mnote/`` (at any depth: nested repositories too)."""
     return any(part in INTERNAL_DIRS for part in rel_path.split("/"))
+
+
+def is_utf8(rel_path: str) -> bool:
+    """Whether a path's name is valid UTF-8. A name that is not (a file unpacked from an old
+    archive, say) reaches Python with its bad bytes as lone surrogates, which no Git path,
+    page or tool call can hold: mnoted leaves such a file alone."""
+    if rel_path.isascii():
+        return True
+    try:
+        rel_path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def temp_pattern(name: str) -> str | None:
@@ -128,6 +143,8 @@ class IgnoreRules:
             return None
         if is_internal(rel_path):
             return IgnoreReason.INTERNAL
+        if not is_utf8(rel_path):
+            return IgnoreReason.NOT_UTF8
         name = rel_path.rsplit("/", 1)[-1]
         if not is_dir and temp_pattern(name) is not None:
             return IgnoreReason.TEMP

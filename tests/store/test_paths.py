@@ -30,6 +30,7 @@ from mnoted.store.paths import is_internal, normalize, resolve
         "a\x00b.md",
         ".",
         "notes/.mnote-tmp-x",
+        "caf\udce9.md",  # a file name in Latin-1, as os.listdir hands it over
     ],
 )
 def test_normalize_refuses(bad: str) -> None:

@@ -358,3 +358,23 @@ def test_a_submodule_and_a_nested_repository_are_not_ours(tmp_path: Path) -> Non
         assert ws.scan_changes(whole_tree=changes_by_git) == []
         assert ws.scan_changes(["sub", "nested"]) == []
     assert git_changed(root) == {"sub", "nested/"}  # git lists both; mnoted commits neither
+
+
+def test_a_file_whose_name_is_not_utf8_is_left_alone(tmp_path: Path) -> None:
+    """A file unpacked from an old archive, named in Latin-1: the walk raised
+    UnicodeEncodeError on it (in Git's ignore lookup), and with it every change beside it
+    went uncommitted."""
+    with Workspace.init(tmp_path / "n") as ws:
+        root = bytes(ws.root)
+        for name in (b"caf\xe9.md", b"old\xff/note.md"):
+            path = os.path.join(root, name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as fh:
+                fh.write(b"# Caf\xe9\n")
+        (ws.root / "plain.md").write_text("# Plain\n")
+        changed = ws.scan_changes()
+        assert set(changed) == {"plain.md"}, changed
+        listed = changes_by_git(ws.root) or set()  # (what the start-up pass commits from)
+        assert ws.commit_external(sorted(listed | set(changed))) is not None
+        committed = git(ws.root, "ls-tree", "-r", "--name-only", "HEAD").split()
+        assert "plain.md" in committed and not any("caf" in p or "old" in p for p in committed)

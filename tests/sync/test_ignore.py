@@ -115,3 +115,10 @@ def test_a_tracked_path_is_synced_though_a_pattern_matches_it() -> None:
 
     failing = IgnoreRules(lambda p: True, boom)
     assert not failing("x.md") and failing.gitignore_errors == 1
+
+
+def test_a_name_that_is_not_utf8_is_left_alone_and_a_utf8_one_kept() -> None:
+    rules = IgnoreRules(lambda path: path.encode("utf-8") == b"never")  # (raises on surrogates)
+    assert rules.reason("old/caf\udce9.md") is IgnoreReason.NOT_UTF8
+    assert rules.reason("caf\udce9/", is_dir=True) is IgnoreReason.NOT_UTF8
+    assert rules.reason("笔记/café.md") is None and rules.gitignore_errors == 0
