@@ -40,10 +40,10 @@ class Filters:
     """Which paths go through a clean filter, and the blob Git makes of their bytes.
 
     The drivers are read from Git's config again when one of its files changed: checked on
-    every ``fresh`` question (a write, a commit from the disk: ~10 µs of ``stat`` calls),
-    at most once a second for the others (reads, where a second late only serves or hides
-    a page a moment longer). Where no driver is configured (most workspaces) nothing more
-    is asked.
+    every ``fresh`` question (a write, a commit from the disk, once for all its files: ~10 µs
+    of ``stat`` calls), at most once a second for the others (reads, where a second late
+    only serves or hides a page a moment longer). Where no driver is configured (most
+    workspaces) nothing more is asked.
     """
 
     def __init__(self, repo: pygit2.Repository, gitdir: str) -> None:
@@ -78,11 +78,12 @@ class Filters:
                 filter=driver,
             )
 
-    def clean(self, rel: str, data: bytes) -> bytes:
+    def clean(self, rel: str, data: bytes, *, fresh: bool = True) -> bytes:
         """What Git stores for ``data`` at ``rel``: a driver's output, made by :attr:`run`;
         else ``data`` with the line endings Git's attributes and ``core.autocrlf`` ask for
-        (libgit2's own filters, in this process); else ``data`` itself."""
-        driver = self.of(rel)
+        (libgit2's own filters, in this process); else ``data`` itself. Without ``fresh``,
+        the drivers last read serve (a caller cleaning many files reads them once)."""
+        driver = self.of(rel, fresh=fresh)
         if driver is None:
             try:
                 filters = self._repo.load_filter_list(rel)

@@ -153,6 +153,7 @@ def disk_changes(
     """
     out: list[Target] = []
     seen: set[str] = set()
+    looked = False
     if stats is not None:  # (the check before each command: its page, most often unchanged)
         paths = [raw for raw in paths if not _known_unchanged(root, tree, raw, stats)]
     for raw in _expand_folders(repo, root, tree, paths):
@@ -182,7 +183,8 @@ def disk_changes(
             continue
         if found.mode != pygit2.GIT_FILEMODE_LINK and filters is not None:  # (no symlink)
             assert data is not None
-            cleaned = filters.clean(rel, data)
+            cleaned = filters.clean(rel, data, fresh=not looked)
+            looked = True  # (Git's config is looked at once a call, not once a file)
             if cleaned != data:  # what `git add` stores is not the file's bytes
                 data, size, blob = cleaned, len(cleaned), blob_id(cleaned)
                 if stats is not None:

@@ -754,7 +754,6 @@ class Workspace:
         if not changes:
             raise InvalidArguments("a command needs at least one change")
         touched = validate(self.root, self.config, changes)
-        refuse_filtered(self._filters, changes)
         try:
             return self._apply(meta, changes, touched)
         except OSError as exc:
@@ -771,15 +770,19 @@ class Workspace:
         waits for review, is refused as the write itself would be."""
         self._check_thread()
         validate(self.root, self.config, changes)
-        refuse_filtered(self._filters, changes)
         self.refresh()
+        self._refuse_unwritable(changes)
+
+    def _refuse_unwritable(self, changes: Sequence[Change]) -> None:
+        """Refuse bytes written at a path Git filters, or a file added where Git ignores."""
+        refuse_filtered(self._filters, changes)
         refuse_ignored(self._repo, self.config, self._head_tree(), changes)
 
     def _apply(
         self, meta: CommandMeta, changes: Sequence[Change], touched: list[str]
     ) -> CommitResult:
         self._ready_to_write()
-        refuse_ignored(self._repo, self.config, self._head_tree(), changes)
+        self._refuse_unwritable(changes)
         group = self._group
         unchecked = [p for p in touched if group is None or p not in group.checked_paths]
         external = self.commit_external(unchecked, include_ignored=True) if unchecked else None
