@@ -126,6 +126,16 @@ def stat_at(fd: int, name: str) -> os.stat_result | None:
     return _regular(st, name)
 
 
+def holds_repository(fd: int) -> bool:
+    """Whether folder ``fd`` holds a ``.git`` (a folder, or the file of a submodule or a
+    linked worktree): its files belong to another repository."""
+    try:
+        os.stat(".git", dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def read_at(fd: int, name: str) -> tuple[bytes, os.stat_result] | None:
     """Bytes and stat data of regular file ``name`` in folder ``fd``; None if absent.
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +16,7 @@ from mnoted.store.filters import Filters
 from mnoted.store.model import Change, Delete, Move, Write
 from mnoted.store.paths import normalize, resolve, resolve_folder
 from mnoted.store.statcache import StatCache
-from mnoted.store.worktree import disk_file
+from mnoted.store.worktree import OtherRepositories, disk_file
 
 
 @dataclass(frozen=True)
@@ -61,19 +61,35 @@ def refuse_filtered(filters: Filters, changes: Sequence[Change]) -> None:
             filters.refuse(normalize(change.new))
 
 
-def refuse_ignored(
+def _tracked_folder(tree: pygit2.Tree | None) -> Callable[[str], bool]:
+    return lambda folder: trees.entry_at(tree, folder) is not None
+
+
+def refuse_left_out(
     repo: pygit2.Repository,
+    root: Path,
     config: WorkspaceConfig,
     tree: pygit2.Tree | None,
     changes: Sequence[Change],
 ) -> None:
-    """Refuse a command that would add a file Git ignores: every write is a commit, so it
-    would put into history what ``.gitignore`` keeps out (a file Git tracks is written)."""
+    """Refuse a command that would add a file ``git add`` leaves out: one Git ignores, or one
+    inside another repository. Every write is a commit, so it would put into history what
+    ``.gitignore`` keeps out, or another repository's files (a file Git tracks is written)."""
+    others = OtherRepositories(root, _tracked_folder(tree))
     for change in changes:
         if isinstance(change, Write | Move):
             rel = normalize(change.new if isinstance(change, Move) else change.path)
             if trees.entry_at(tree, rel) is not None:
                 continue
+            other = others.holding(rel)
+            if other is not None:
+                raise PathRejected(
+                    f"{rel} is inside another Git repository ({other}/.git): its files are that "
+                    "repository's, and Git does not add them to this one",
+                    hint=f"Choose a path outside {other}/ (or make it a submodule with `git "
+                    "submodule add`, and write in its own workspace).",
+                    path=rel,
+                )
             where = (
                 ".gitignore"
                 if repo.path_is_ignored(rel)
@@ -147,6 +163,8 @@ def disk_changes(
 
     Untracked files that are ignored (or over the size limit) are skipped unless
     ``include_ignored``: a command about to write such a path commits it first all the same.
+    Untracked files in another repository's folder (``worktree.OtherRepositories``) are always
+    skipped.
     ``stats`` spares reading a file known unchanged since it was last hashed. A file that
     differs is compared, and committed, as what Git's clean filters make of it (``filters``:
     line endings, LFS, git-crypt).
@@ -154,6 +172,7 @@ def disk_changes(
     out: list[Target] = []
     seen: set[str] = set()
     looked = False
+    others = OtherRepositories(root, _tracked_folder(tree))
     if stats is not None:  # (the check before each command: its page, most often unchanged)
         paths = [raw for raw in paths if not _known_unchanged(root, tree, raw, stats)]
     for raw in _expand_folders(repo, root, tree, paths):
@@ -165,6 +184,8 @@ def disk_changes(
             continue
         seen.add(rel)
         entry = trees.entry_at(tree, rel)
+        if entry is None and others.holding(rel) is not None:
+            continue  # another repository's file
         skip_untracked = not include_ignored and entry is None
         if skip_untracked and (config.is_ignored(rel) or repo.path_is_ignored(rel)):
             continue

@@ -17,7 +17,6 @@ a write's check hashes it again while its stat stays the same.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
@@ -30,6 +29,7 @@ from mnoted.errors import PathRejected
 from mnoted.store import dirfd
 from mnoted.store.indexstat import GITLINK, Entry, IndexStat
 from mnoted.store.statcache import StatCache
+from mnoted.store.worktree import OtherRepositories
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -66,7 +66,7 @@ class Walk:
         fd = self._open(folder)
         if fd is not None:
             try:
-                if not folder or self.index.holds(folder) or not _holds_repository(fd):
+                if not folder or self.index.holds(folder) or not dirfd.holds_repository(fd):
                     self._folder(fd, f"{folder}/" if folder else "", recursive=True)
             finally:
                 os.close(fd)
@@ -86,7 +86,10 @@ class Walk:
 
     def paths(self, paths: Iterable[str]) -> None:
         """Single paths (a folder among them stands for everything below it)."""
+        others = OtherRepositories(self.root, self.index.holds)
         for path in paths:
+            if others.holding(path) is not None:
+                continue  # another repository inside the workspace is not ours to commit
             parent, _, name = path.rpartition("/")
             fd = self._open(parent)
             if fd is None:
@@ -188,7 +191,7 @@ class Walk:
                 raise
             return  # gone, or swapped for a symlink since it was listed: never followed
         try:
-            if not tracked and _holds_repository(child):
+            if not tracked and dirfd.holds_repository(child):
                 return  # another repository inside the workspace is not ours to commit
             self._folder(child, path + "/", recursive=True)
         finally:
@@ -254,13 +257,6 @@ def exists(root: Path, rel: str) -> bool:
     finally:
         os.close(fd)
     return True
-
-
-def _holds_repository(fd: int) -> bool:
-    with contextlib.suppress(FileNotFoundError):
-        os.stat(".git", dir_fd=fd, follow_symlinks=False)
-        return True
-    return False
 
 
 def _hash_at(fd: int, name: str, st: os.stat_result) -> tuple[str, os.stat_result] | None:

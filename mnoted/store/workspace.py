@@ -94,7 +94,7 @@ from mnoted.store.planning import (
     disk_changes,
     plan,
     refuse_filtered,
-    refuse_ignored,
+    refuse_left_out,
     subject_path,
     validate,
 )
@@ -774,9 +774,10 @@ class Workspace:
         self._refuse_unwritable(changes)
 
     def _refuse_unwritable(self, changes: Sequence[Change]) -> None:
-        """Refuse bytes written at a path Git filters, or a file added where Git ignores."""
+        """Refuse bytes written at a path Git filters, or a file added where Git ignores or
+        inside another repository."""
         refuse_filtered(self._filters, changes)
-        refuse_ignored(self._repo, self.config, self._head_tree(), changes)
+        refuse_left_out(self._repo, self.root, self.config, self._head_tree(), changes)
 
     def _apply(
         self, meta: CommandMeta, changes: Sequence[Change], touched: list[str]

@@ -103,6 +103,38 @@ def disk_file(
         return None if fd is None else _disk_file(fd, name, rel, stats, read)
 
 
+class OtherRepositories:
+    """Folders of the work tree that hold another Git repository (a clone, a submodule not
+    yet added) and hold nothing ``tracked``: ``git add`` adds none of the files below them,
+    and neither does mnoted. Each folder is looked at once per instance: the new files of
+    one pass share their folders."""
+
+    def __init__(self, root: Path, tracked: Callable[[str], bool]) -> None:
+        self._root = root
+        self._tracked = tracked
+        self._seen: dict[str, bool] = {}
+
+    def holding(self, rel: str) -> str | None:
+        """The outermost such folder above path ``rel``, or None."""
+        parts = rel.split("/")[:-1]
+        for depth in range(1, len(parts) + 1):
+            folder = "/".join(parts[:depth])
+            found = self._seen.get(folder)
+            if found is None:
+                found = not self._tracked(folder) and self._holds_repository(parts[:depth])
+                self._seen[folder] = found
+            if found:
+                return folder
+        return None
+
+    def _holds_repository(self, parts: list[str]) -> bool:
+        try:
+            with dirfd.folder(self._root, parts) as fd:
+                return fd is not None and dirfd.holds_repository(fd)
+        except PathRejected:  # a symlink on the way: nothing below it is committed anyway
+            return False
+
+
 @dataclass
 class _Pending:
     """One path checked against the command's old content, waiting to be put in place: a

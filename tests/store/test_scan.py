@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mnoted.errors import PathRejected
 from mnoted.store import CommandMeta, Workspace, Write, indexstat, scan
 from mnoted.store.paths import is_internal
 from mnoted.store.statcache import StatCache
@@ -358,6 +359,41 @@ def test_a_submodule_and_a_nested_repository_are_not_ours(tmp_path: Path) -> Non
         assert ws.scan_changes(whole_tree=changes_by_git) == []
         assert ws.scan_changes(["sub", "nested"]) == []
     assert git_changed(root) == {"sub", "nested/"}  # git lists both; mnoted commits neither
+
+
+def test_a_nested_repositorys_files_are_neither_committed_nor_written(tmp_path: Path) -> None:
+    """A repository cloned into the workspace: the watcher reports its files one by one.
+    Each path was committed, the clone's history copied into the notes' (where `git add -A`
+    adds nothing of it), and an agent could create pages in the other repository's work
+    tree. A folder that HEAD tracks stays the notes' own, `.git` in it or not, as for Git."""
+    root = tmp_path / "notes"
+    Workspace.init(root).close()
+    write(root, "kept/k.md", "tracked\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "kept")
+    clone = root / "vendor" / "other"
+    clone.mkdir(parents=True)
+    git(clone, "init", "-q")
+    write(clone, "o.md", "other\n")
+    write(clone, "deep/x.md", "deeper\n")
+    git(root / "kept", "init", "-q")  # a repository begun in a folder the notes track
+    write(root, "kept/k.md", "edited\n")
+    inside = ["vendor/other/o.md", "vendor/other/deep/x.md"]
+    with Workspace.open(root) as ws:
+        assert ws.scan_changes([*inside, "vendor/other/deep"]) == []
+        assert ws.scan_changes(["kept/k.md"]) == ["kept/k.md"]
+        made = ws.commit_external([*inside, "kept/k.md"])
+        assert made is not None and made.paths == ("kept/k.md",)
+        with pytest.raises(PathRejected, match=r"another Git repository \(vendor/other/\.git\)"):
+            ws.apply(CommandMeta("page.create", actor="a"), [Write("vendor/other/new.md", b"x")])
+        with pytest.raises(PathRejected, match="another Git repository"):
+            ws.check_writable([Write("vendor/other/deep/new.md", b"x")])
+        ws.apply(CommandMeta("page.create", actor="a"), [Write("vendor/mine.md", b"# Mine\n")])
+        ws.flush_index()
+        assert ws.scan_changes() == []
+    assert git(root, "ls-files", "vendor") == "vendor/mine.md\n"
+    assert not (clone / "new.md").exists()
+    assert git_changed(root) == {"vendor/other/"}  # as git lists it: one entry, not ours
 
 
 def test_a_file_whose_name_is_not_utf8_is_left_alone(tmp_path: Path) -> None:

@@ -1,0 +1,73 @@
+"""Another Git repository inside the workspace, through the running daemon.
+
+A person clones a repository into their notes (a team's shared notes, a project's docs).
+Git adds none of its files to the notes' repository (``git status`` lists the folder once,
+``git add -A`` leaves it out), and neither does mnoted. Before, the watcher reported the
+clone's files one by one and each was committed: the other repository's files went into
+the notes' history, and every later ``git pull`` there was copied in again.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.conftest import DaemonProcess, fsck
+
+
+def run_git(where: Path, *args: str) -> None:
+    identity = ["-c", "user.name=Team", "-c", "user.email=team@example.com"]
+    subprocess.run(["git", *identity, *args], cwd=where, check=True, capture_output=True)
+
+
+def owner_call(daemon: DaemonProcess, tool: str, **args: Any) -> dict[str, Any]:
+    client = daemon.client()
+    _, resp = client.request("POST", "/v1/tools/call", client.envelope(tool, None, args, False))
+    return resp
+
+
+def wait_for(daemon: DaemonProcess, path: str) -> None:
+    deadline = time.monotonic() + 20
+    while path not in daemon.git("ls-files"):
+        assert time.monotonic() < deadline, f"{path} was never committed"
+        time.sleep(0.1)
+
+
+def test_a_repository_cloned_into_the_workspace_is_left_to_itself(
+    daemon: DaemonProcess, tmp_path: Path
+) -> None:
+    other = tmp_path / "team"
+    other.mkdir()
+    run_git(other, "init", "-q")
+    (other / "handbook.md").write_text("# Handbook\n")
+    (other / "howto").mkdir()
+    (other / "howto" / "deploy.md").write_text("# Deploy\n")
+    run_git(other, "add", "-A")
+    run_git(other, "commit", "-q", "-m", "team notes")
+
+    clone = daemon.workspace / "shared" / "team"
+    clone.parent.mkdir()
+    run_git(clone.parent, "clone", "-q", str(other), "team")
+    (clone / "howto" / "deploy.md").write_text("# Deploy\n\nEdited in the clone.\n")
+    (daemon.workspace / "shared" / "mine.md").write_text("# Mine\n")  # the notes' own, beside it
+    wait_for(daemon, "shared/mine.md")
+    time.sleep(1.5)  # past the watcher's quiet period: the clone's files had their chance
+
+    assert daemon.git("ls-files", "shared") == "shared/mine.md\n"
+    assert daemon.git("status", "--porcelain") == "?? shared/team/\n"  # as Git sees it
+
+    made = owner_call(daemon, "mnote.page.create", path="shared/team/new.md", content="# New\n")
+    assert not made["ok"] and made["error"]["code"] == "mnote_path_rejected", made
+    assert "another Git repository (shared/team/.git)" in made["error"]["message"]
+    assert not (clone / "new.md").exists()
+
+    # A restart's pass over the whole work tree leaves it alone too.
+    daemon.stop()
+    (clone / "handbook.md").write_text("# Handbook\n\nEdited while mnoted was down.\n")
+    daemon.start()
+    [status] = daemon.client().request("GET", "/v1/workspaces")[1]["workspaces"]
+    assert status["pendingChanges"] == 0, status
+    assert daemon.git("ls-files", "shared") == "shared/mine.md\n"
+    assert fsck(daemon.workspace).returncode == 0
