@@ -187,7 +187,8 @@ class InvalidTransition(MnoteError):
 
 
 class PathRejected(MnoteError):
-    """The path escapes the workspace, names internals, is malformed, ignored or Git-filtered."""
+    """The path escapes the workspace, is internal, malformed, ignored, filtered, another
+    repository's or read-only."""
 
     code = "mnote_path_rejected"
     default_hint = (

@@ -89,7 +89,7 @@ def errors_markdown() -> str:
         "| --- | --- | --- |",
     ]
     for cls in ALL_ERRORS:
-        doc = (cls.__doc__ or cls.__name__).strip().splitlines()[0]
+        doc = " ".join((cls.__doc__ or cls.__name__).strip().split("\n\n")[0].split())
         lines.append(f"| `{cls.code}` | {doc} | {cls.default_hint} |")
     return "\n".join(lines) + "\n"
 

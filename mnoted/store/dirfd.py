@@ -126,14 +126,19 @@ def stat_at(fd: int, name: str) -> os.stat_result | None:
     return _regular(st, name)
 
 
+def lstat_at(fd: int, name: str) -> os.stat_result | None:
+    """Stat data of entry ``name`` in folder ``fd``, whatever it is (not followed); None if
+    absent."""
+    try:
+        return os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
 def holds_repository(fd: int) -> bool:
     """Whether folder ``fd`` holds a ``.git`` (a folder, or the file of a submodule or a
     linked worktree): its files belong to another repository."""
-    try:
-        os.stat(".git", dir_fd=fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return True
+    return lstat_at(fd, ".git") is not None
 
 
 def read_at(fd: int, name: str) -> tuple[bytes, os.stat_result] | None:

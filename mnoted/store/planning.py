@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +60,27 @@ def refuse_filtered(filters: Filters, changes: Sequence[Change]) -> None:
         elif isinstance(change, Move):
             filters.refuse(normalize(change.old))
             filters.refuse(normalize(change.new))
+
+
+def refuse_read_only(root: Path, changes: Sequence[Change]) -> None:
+    """Refuse a command that would replace, delete or move a file its owner may not write:
+    ``chmod a-w`` is how a person keeps a note from being edited, and a write replaced the
+    file with a writable one."""
+    for change in changes:
+        rel = normalize(change.old if isinstance(change, Move) else change.path)
+        *parts, name = rel.split("/")
+        try:
+            with dirfd.folder(root, parts) as fd:
+                st = None if fd is None else dirfd.lstat_at(fd, name)
+        except PathRejected:  # a folder swapped for a symlink: the write itself refuses it
+            continue
+        if st is not None and stat.S_ISREG(st.st_mode) and not st.st_mode & stat.S_IWUSR:
+            raise PathRejected(
+                f"{rel} is read-only on disk (mode {stat.S_IMODE(st.st_mode):04o}): mnoted does "
+                "not write over a file its owner may not write",
+                hint=f"Make it writable (chmod u+w '{rel}') for it to be edited.",
+                path=rel,
+            )
 
 
 def _tracked_folder(tree: pygit2.Tree | None) -> Callable[[str], bool]:

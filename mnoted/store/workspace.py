@@ -95,6 +95,7 @@ from mnoted.store.planning import (
     plan,
     refuse_filtered,
     refuse_left_out,
+    refuse_read_only,
     subject_path,
     validate,
 )
@@ -774,9 +775,10 @@ class Workspace:
         self._refuse_unwritable(changes)
 
     def _refuse_unwritable(self, changes: Sequence[Change]) -> None:
-        """Refuse bytes written at a path Git filters, or a file added where Git ignores or
-        inside another repository."""
+        """Refuse bytes written at a path Git filters, a file added where Git ignores or
+        inside another repository, or a read-only file replaced, deleted or moved."""
         refuse_filtered(self._filters, changes)
+        refuse_read_only(self.root, changes)
         refuse_left_out(self._repo, self.root, self.config, self._head_tree(), changes)
 
     def _apply(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -367,6 +368,18 @@ class _Folders:
             os.close(fd)
 
 
+def file_mode(git_mode: int, replaced: int | None) -> int:
+    """The permission bits of a file written at a path: those of the file it replaces
+    (``replaced``: its ``st_mode``; a note kept private with 0600 stays private), with the
+    execute bits Git's mode gives; for a new file 0644, or 0755 if executable."""
+    if replaced is None:
+        return 0o755 if git_mode == trees.EXECUTABLE else 0o644
+    bits = stat.S_IMODE(replaced) & 0o777  # (never a setuid, setgid or sticky bit)
+    if git_mode == trees.EXECUTABLE:
+        return bits | 0o100 | (bits & 0o444) >> 2  # executable wherever readable
+    return bits & ~0o111
+
+
 def _prepare(
     repo: pygit2.Repository,
     step: FileStep,
@@ -397,7 +410,7 @@ def _prepare(
         blob = repo[step.new]
         assert isinstance(blob, pygit2.Blob)
         data = bytes(blob.data)
-    mode = 0o755 if step.mode == trees.EXECUTABLE else 0o644
+    mode = file_mode(step.mode, seen[3] if seen is not None else None)
     if stats is not None:
         stats.saw(rel, data, step.new)
     spare = spares.take(os.fstat(fd).st_dev, used=True) if spares is not None else None

@@ -4,6 +4,7 @@ incremental trees, the index agreeing with HEAD, external edits committed first.
 from __future__ import annotations
 
 import os
+import stat
 import threading
 from pathlib import Path
 
@@ -112,6 +113,48 @@ def test_executable_bit_is_kept(ws: Workspace) -> None:
     assert git(ws.root, "ls-tree", "HEAD", "run.sh").startswith("100755")
     ws.idle()
     assert_clean(ws.root)
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o640, 0o700, 0o664])
+def test_a_replaced_files_permissions_are_kept(ws: Workspace, mode: int) -> None:
+    """A note kept private (0600) stayed private only until an agent's first edit: the new
+    file was written 0644, readable by every user of the machine. Its execute bits are the
+    ones Git's mode gives (0700: executable for Git, so kept)."""
+    page = ws.root / "diary.md"
+    page.write_bytes(b"# Diary\n")
+    os.chmod(page, mode)
+    ws.commit_external(["diary.md"])
+    for i in range(3):  # the old file taken back as a spare, then written over: mode still set
+        ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("diary.md", b"v%d\n" % i)])
+        ws.idle()
+        assert stat.S_IMODE(page.stat().st_mode) == mode, oct(page.stat().st_mode)
+    ws.apply(CommandMeta("page.create", actor="hermes"), [Write("new.md", b"# New\n")])
+    assert stat.S_IMODE((ws.root / "new.md").stat().st_mode) == 0o644
+    ws.idle()
+    assert_clean(ws.root)
+
+
+def test_a_read_only_file_is_neither_replaced_deleted_nor_moved(ws: Workspace) -> None:
+    """`chmod a-w` keeps a note from edits; a write replaced it with a writable file."""
+    ws.apply(CommandMeta("page.create", actor="hermes"), [Write("locked.md", b"# Locked\n")])
+    page = ws.root / "locked.md"
+    page.chmod(0o444)
+    head = ws.head
+    for change in (
+        Write("locked.md", b"changed\n"),
+        Delete("locked.md"),
+        Move("locked.md", "m.md"),
+    ):
+        with pytest.raises(PathRejected, match=r"read-only on disk \(mode 0444\)"):
+            ws.apply(CommandMeta("page.body.save", actor="hermes"), [change])
+        with pytest.raises(PathRejected) as refused:
+            ws.check_writable([change])
+        assert refused.value.hint == "Make it writable (chmod u+w 'locked.md') for it to be edited."
+    assert ws.head == head and page.read_bytes() == b"# Locked\n"
+    assert stat.S_IMODE(page.stat().st_mode) == 0o444
+    page.chmod(0o644)
+    ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("locked.md", b"changed\n")])
+    assert page.read_bytes() == b"changed\n"
 
 
 def test_external_edit_is_committed_before_the_write(ws: Workspace) -> None:
