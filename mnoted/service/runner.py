@@ -43,6 +43,7 @@ from mnoted.sync import (
     Watcher,
     WatcherConfig,
     changes_by_git,
+    is_temp,
 )
 from mnoted.sync.gitclean import git_clean
 
@@ -139,6 +140,7 @@ class WorkspaceRunner:
         try:
             self.ws = Workspace.open(self.root)
             self.ws.clean_filter = git_clean(self.root)  # (LFS, git-crypt: store.filters)
+            self.ws.left_alone = is_temp  # (what the watcher never commits, nor do the passes)
             self.service.add(self.ws)
             if self.config.watch:
                 # Watches first, then the pass: an edit made meanwhile is seen by one of

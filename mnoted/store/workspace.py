@@ -169,6 +169,10 @@ class Workspace:
         self.on_write: Callable[[str, str | None], object] | None = None
         """Told each path and blob id (None: removed) just before the store writes it, so a
         watcher can recognise the store's own writes (``sync.OwnWrites``)."""
+        self.left_alone: Callable[[str], bool] | None = None
+        """Untracked files the scan passes over as it does ignored ones, set by the process
+        that opens the workspace: the daemon's are editors' temp and swap files, which its
+        watcher never commits either (``sync.ignore.is_temp``)."""
         # Bytes of the blobs staged and not yet landed: read back without inflating them.
         self._fresh: dict[str, bytes] = {}
         # Blob ids of work-tree files hashed since they last changed (checks and scans
@@ -641,7 +645,7 @@ class Workspace:
         found = whole_tree(self.root) if whole and whole_tree is not None else None
         if found is None:
             index = self._index_stat()
-            walk = scan.Walk(self.root, index, self._stats, self._git_ignored)
+            walk = scan.Walk(self.root, index, self._stats, self._passed_over)
             if whole:
                 walk.tree("")
                 found = walk.result() | self._staged(index)
@@ -659,7 +663,10 @@ class Workspace:
                 continue
             if is_internal(path):
                 continue
-            if self.config.is_ignored(path) and self._side.file(path) is None:
+            passed_over = self.config.is_ignored(path) or (
+                self.left_alone and self.left_alone(path)
+            )
+            if passed_over and self._side.file(path) is None:
                 continue
             out.append(path)
         return sorted(out)
@@ -688,6 +695,10 @@ class Workspace:
                 if old != path and not scan.exists(self.root, old):
                     out.append(old)
         return sorted(set(out))
+
+    def _passed_over(self, path: str) -> bool:
+        """Whether the scan passes over untracked ``path`` (a folder's ends with ``/``)."""
+        return self._git_ignored(path) or bool(self.left_alone and self.left_alone(path))
 
     def _git_ignored(self, path: str) -> bool:
         try:

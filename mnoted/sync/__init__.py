@@ -15,7 +15,7 @@ from mnoted.sync.debounce import (
     SettledChange,
 )
 from mnoted.sync.gitstatus import changes_by_git
-from mnoted.sync.ignore import IgnoreReason, IgnoreRules
+from mnoted.sync.ignore import IgnoreReason, IgnoreRules, is_temp
 from mnoted.sync.own_writes import ABSENT, OwnWrites, blob_id, read_blob_id
 from mnoted.sync.watcher import (
     EVENT_FILTER,
@@ -48,5 +48,6 @@ __all__ = [
     "WatcherState",
     "blob_id",
     "changes_by_git",
+    "is_temp",
     "read_blob_id",
 ]

@@ -24,6 +24,7 @@ __all__ = [
     "IgnoreReason",
     "IgnoreRules",
     "is_internal",
+    "is_temp",
     "is_utf8",
     "temp_pattern",
 ]
@@ -80,6 +81,13 @@ def is_utf8(rel_path: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def is_temp(rel_path: str) -> bool:
+    """Whether a file's path names an editor's temp, swap or backup file (a folder's path,
+    ending with ``/``, never does): what the store's scan leaves alone for the daemon, as
+    the watcher does (``Workspace.left_alone``)."""
+    return not rel_path.endswith("/") and temp_pattern(rel_path.rsplit("/", 1)[-1]) is not None
 
 
 def temp_pattern(name: str) -> str | None:

@@ -28,6 +28,7 @@ from mnoted.store import CommandMeta, Workspace, Write, indexstat, scan
 from mnoted.store.paths import is_internal
 from mnoted.store.statcache import StatCache
 from mnoted.sync.gitstatus import changes_by_git
+from mnoted.sync.ignore import is_temp
 from tests.store.conftest import git
 
 EXAMPLES = int(os.environ.get("MNOTE_SCAN_EXAMPLES", "40"))
@@ -394,6 +395,30 @@ def test_a_nested_repositorys_files_are_neither_committed_nor_written(tmp_path: 
     assert git(root, "ls-files", "vendor") == "vendor/mine.md\n"
     assert not (clone / "new.md").exists()
     assert git_changed(root) == {"vendor/other/"}  # as git lists it: one entry, not ours
+
+
+def test_editors_temp_files_are_passed_over_as_the_watcher_passes_them(tmp_path: Path) -> None:
+    """The watcher never commits an editor's temp, swap or backup file; the start-up and
+    periodic passes committed every one they met (Emacs' `#x.md#` while the note is open,
+    Kate's swap file), so a note open in an editor put its swap file into history. A file
+    HEAD has under such a name is still the notes' own."""
+    root = tmp_path / "notes"
+    Workspace.init(root).close()
+    write(root, "old~", "committed before\n")
+    git(root, "add", "-f", "old~")  # (the template's .gitignore has `*~`)
+    git(root, "commit", "-q", "-m", "a backup someone committed")
+    temps = ["#x.md#", "d/x.md.kate-swp", "sedAb12Cd", ".~lock.x.odt#", "d/x.md~"]
+    for name in temps:
+        write(root, name, "temp\n")
+    write(root, "old~", "edited\n")
+    write(root, "d/x.md", "# x\n")
+    with Workspace.open(root) as ws:
+        everything = ["#x.md#", ".~lock.x.odt#", "d/x.md", "d/x.md.kate-swp", "old~", "sedAb12Cd"]
+        assert ws.scan_changes() == everything  # (`d/x.md~`: the template's .gitignore)
+        ws.left_alone = is_temp
+        assert ws.scan_changes() == ["d/x.md", "old~"]
+        assert ws.scan_changes(whole_tree=changes_by_git) == ["d/x.md", "old~"]
+        assert ws.scan_changes([*temps, "old~"]) == ["old~"]
 
 
 def test_a_file_whose_name_is_not_utf8_is_left_alone(tmp_path: Path) -> None:

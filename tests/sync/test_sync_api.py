@@ -33,6 +33,7 @@ def test_public_api_is_pinned() -> None:
             "WatcherState",
             "blob_id",
             "changes_by_git",
+            "is_temp",
             "read_blob_id",
         ]
     )

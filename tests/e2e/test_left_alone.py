@@ -1,10 +1,15 @@
-"""Another Git repository inside the workspace, through the running daemon.
+"""What the running daemon leaves out of the notes' history, whichever part meets it.
 
-A person clones a repository into their notes (a team's shared notes, a project's docs).
-Git adds none of its files to the notes' repository (``git status`` lists the folder once,
-``git add -A`` leaves it out), and neither does mnoted. Before, the watcher reported the
-clone's files one by one and each was committed: the other repository's files went into
-the notes' history, and every later ``git pull`` there was copied in again.
+Another Git repository inside the workspace: a person clones one into their notes (a
+team's shared notes, a project's docs). Git adds none of its files to the notes'
+repository (``git status`` lists the folder once, ``git add -A`` leaves it out), and
+neither does mnoted. Before, the watcher reported the clone's files one by one and each
+was committed: the other repository's files went into the notes' history, and every later
+``git pull`` there was copied in again.
+
+Editors' temp, swap and backup files: the watcher never committed them, but the start-up
+pass (and the periodic ones) committed every one it met, so a note left open in Emacs or
+Kate put its autosave or swap file into history.
 """
 
 from __future__ import annotations
@@ -28,9 +33,13 @@ def owner_call(daemon: DaemonProcess, tool: str, **args: Any) -> dict[str, Any]:
     return resp
 
 
+def in_head(daemon: DaemonProcess, under: str = ".") -> list[str]:
+    return daemon.git("ls-tree", "-r", "--name-only", "HEAD", "--", under).splitlines()
+
+
 def wait_for(daemon: DaemonProcess, path: str) -> None:
     deadline = time.monotonic() + 20
-    while path not in daemon.git("ls-files"):
+    while path not in in_head(daemon):
         assert time.monotonic() < deadline, f"{path} was never committed"
         time.sleep(0.1)
 
@@ -55,7 +64,7 @@ def test_a_repository_cloned_into_the_workspace_is_left_to_itself(
     wait_for(daemon, "shared/mine.md")
     time.sleep(1.5)  # past the watcher's quiet period: the clone's files had their chance
 
-    assert daemon.git("ls-files", "shared") == "shared/mine.md\n"
+    assert in_head(daemon, "shared") == ["shared/mine.md"]
     assert daemon.git("status", "--porcelain") == "?? shared/team/\n"  # as Git sees it
 
     made = owner_call(daemon, "mnote.page.create", path="shared/team/new.md", content="# New\n")
@@ -69,5 +78,24 @@ def test_a_repository_cloned_into_the_workspace_is_left_to_itself(
     daemon.start()
     [status] = daemon.client().request("GET", "/v1/workspaces")[1]["workspaces"]
     assert status["pendingChanges"] == 0, status
-    assert daemon.git("ls-files", "shared") == "shared/mine.md\n"
+    assert in_head(daemon, "shared") == ["shared/mine.md"]
     assert fsck(daemon.workspace).returncode == 0
+
+
+def test_editors_temp_files_met_by_the_start_up_pass_are_not_committed(
+    daemon: DaemonProcess,
+) -> None:
+    daemon.stop()
+    temps = {"#plan.md#": "autosave", "plan.md.kate-swp": "swap", ".~lock.budget.ods#": "lock"}
+    for name, text in temps.items():
+        (daemon.workspace / name).write_text(text)
+    (daemon.workspace / "plan.md").write_text("# Plan\n\nEdited while mnoted was down.\n")
+    daemon.start()
+    wait_for(daemon, "plan.md")
+    deadline = time.monotonic() + 20
+    while "Edited while" not in daemon.git("show", "HEAD:plan.md"):
+        assert time.monotonic() < deadline, "the edit made while down was never committed"
+        time.sleep(0.1)
+    assert not set(temps) & set(in_head(daemon)), in_head(daemon)
+    [status] = daemon.client().request("GET", "/v1/workspaces")[1]["workspaces"]
+    assert status["pendingChanges"] == 0, status
