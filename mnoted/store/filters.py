@@ -17,6 +17,12 @@ modified for ever.
 
 mnoted's own writes never go to such a path (the work tree would need the driver's smudge
 too): :meth:`Filters.refuse` tells the store and the service which paths to refuse.
+
+And the mode: where ``core.fileMode`` is false (``git init`` sets it on a file system whose
+execute bits mean nothing: FAT, exFAT, NTFS, a Windows drive under WSL, where every file
+reads as executable), ``git add`` keeps the executable bit HEAD has and sets none on a new
+file (:meth:`Filters.stored_mode`). Without it, every note committed from such a disk was
+made executable in history.
 """
 
 from __future__ import annotations
@@ -30,6 +36,11 @@ import pygit2
 from mnoted.errors import PathRejected, StorageError
 
 CONFIG_CHECK_SECONDS = 1.0
+FILE, EXECUTABLE, LINK = (
+    pygit2.GIT_FILEMODE_BLOB,
+    pygit2.GIT_FILEMODE_BLOB_EXECUTABLE,
+    pygit2.GIT_FILEMODE_LINK,
+)
 
 Clean = Callable[[str, bytes], str]
 """``(path, bytes) -> blob id``: runs Git's clean filter for ``path`` on ``bytes`` and writes
@@ -53,6 +64,7 @@ class Filters:
         self._stamp: tuple[object, ...] | None = None
         self._looked = -CONFIG_CHECK_SECONDS
         self._drivers: frozenset[str] = frozenset()
+        self._trusts_mode = True  # core.fileMode
 
     def of(self, rel: str, *, fresh: bool = True) -> str | None:
         """The driver that filters normalised path ``rel``, or None."""
@@ -106,6 +118,22 @@ class Filters:
         assert isinstance(blob, pygit2.Blob)
         return bytes(blob.data)
 
+    def stored_mode(self, disk: int, head: int | None, *, fresh: bool = True) -> int:
+        """The mode ``git add`` stores for a file whose Git mode on disk is ``disk`` and that
+        HEAD has with mode ``head`` (None: a new file): ``disk``, unless ``core.fileMode``
+        is false; then HEAD's executable bit, none on a new file. Git's config is asked only
+        where the two differ."""
+        if disk in (head, LINK) or (head is None and disk == FILE):
+            return disk
+        if self.trusts_mode(fresh=fresh):
+            return disk
+        return EXECUTABLE if head == EXECUTABLE else FILE
+
+    def trusts_mode(self, *, fresh: bool = True) -> bool:
+        """Whether Git records the executable bits found on disk (``core.fileMode``)."""
+        self._configured(fresh)
+        return self._trusts_mode
+
     def _configured(self, fresh: bool) -> frozenset[str]:
         now = time.monotonic()
         if not fresh and now - self._looked < CONFIG_CHECK_SECONDS:
@@ -118,6 +146,10 @@ class Filters:
                 parts = entry.name.split(".")
                 if len(parts) >= 3 and parts[0] == "filter" and parts[-1] in ("clean", "process"):
                     drivers.add(".".join(parts[1:-1]))
+            try:
+                self._trusts_mode = self._repo.config.get_bool("core.filemode")
+            except (KeyError, pygit2.GitError):
+                self._trusts_mode = True
             self._drivers, self._stamp = frozenset(drivers), stamp
         return self._drivers
 

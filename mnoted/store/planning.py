@@ -189,7 +189,7 @@ def disk_changes(
     skipped.
     ``stats`` spares reading a file known unchanged since it was last hashed. A file that
     differs is compared, and committed, as what Git's clean filters make of it (``filters``:
-    line endings, LFS, git-crypt).
+    line endings, LFS, git-crypt), with the mode Git would store (``core.fileMode``).
     """
     out: list[Target] = []
     seen: set[str] = set()
@@ -213,7 +213,11 @@ def disk_changes(
             continue
         try:
             found = disk_file(root, rel, stats)  # relative to folder fds: no symlink followed
-            if found is not None and found.data is None and entry != (found.blob, found.mode):
+            if (
+                found is not None
+                and found.data is None
+                and entry != (found.blob, _stored_mode(filters, found.mode, entry))
+            ):
                 found = disk_file(root, rel, None)  # known, but not what HEAD has: read it
         except PathRejected:
             continue
@@ -221,8 +225,8 @@ def disk_changes(
             if entry is not None:
                 out.append(Target(rel, None, entry[1]))
             continue
-        data, size = found.data, found.size
-        if entry == (found.blob, found.mode):
+        data, size, mode = found.data, found.size, _stored_mode(filters, found.mode, entry)
+        if entry == (found.blob, mode):
             continue
         if found.mode != pygit2.GIT_FILEMODE_LINK and filters is not None:  # (no symlink)
             assert data is not None
@@ -232,13 +236,18 @@ def disk_changes(
                 data, size, blob = cleaned, len(cleaned), blob_id(cleaned)
                 if stats is not None:
                     stats.stored_as(rel, found.key, blob)
-                if entry == (blob, found.mode):
+                if entry == (blob, mode):
                     continue
         if skip_untracked and size > config.max_file_bytes:
             continue
         assert data is not None
-        out.append(Target(rel, data, found.mode))
+        out.append(Target(rel, data, mode))
     return out
+
+
+def _stored_mode(filters: Filters | None, disk: int, entry: tuple[str, int] | None) -> int:
+    """The mode to commit for a file of Git mode ``disk`` that HEAD has as ``entry``."""
+    return disk if filters is None else filters.stored_mode(disk, entry[1] if entry else None)
 
 
 def _known_unchanged(root: Path, tree: pygit2.Tree | None, raw: str, stats: StatCache) -> bool:

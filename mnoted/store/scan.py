@@ -40,6 +40,9 @@ Ignored = Callable[[str], bool]
 """Git's ignore rules for an untracked path (a folder ends with ``/``)."""
 
 
+_REGULAR = (0o100644, 0o100755)
+
+
 def git_mode(st_mode: int) -> int | None:
     """The mode Git would record for a file of this ``st_mode`` (None: Git skips it)."""
     if stat.S_ISREG(st_mode):
@@ -52,8 +55,17 @@ def git_mode(st_mode: int) -> int | None:
 class Walk:
     """One comparison of (part of) the work tree with one version of the index."""
 
-    def __init__(self, root: Path, index: IndexStat, cache: StatCache, ignored: Ignored) -> None:
+    def __init__(
+        self,
+        root: Path,
+        index: IndexStat,
+        cache: StatCache,
+        ignored: Ignored,
+        *,
+        trusts_mode: bool = True,
+    ) -> None:
         self.root = root
+        self.trusts_mode = trusts_mode  # core.fileMode: false, an executable bit is no change
         self.index = index
         self.cache = cache
         self.ignored = ignored
@@ -218,6 +230,8 @@ class Walk:
         if path in self.index.skipped:
             return
         mode = git_mode(st.st_mode)
+        if not self.trusts_mode and mode in _REGULAR and entry[0] in _REGULAR:
+            mode = entry[0]
         # A size of 0 proves nothing: entries without stat data, and those Git "smudged"
         # because they were racily clean when it wrote the index, must be read.
         if mode != entry[0] or (entry[1] != 0 and entry[1] != st.st_size & _LOW32):

@@ -645,7 +645,13 @@ class Workspace:
         found = whole_tree(self.root) if whole and whole_tree is not None else None
         if found is None:
             index = self._index_stat()
-            walk = scan.Walk(self.root, index, self._stats, self._passed_over)
+            walk = scan.Walk(
+                self.root,
+                index,
+                self._stats,
+                self._passed_over,
+                trusts_mode=self._filters.trusts_mode(),
+            )
             if whole:
                 walk.tree("")
                 found = walk.result() | self._staged(index)

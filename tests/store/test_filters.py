@@ -202,3 +202,32 @@ def test_every_blob_committed_from_the_disk_is_the_one_git_add_makes(
                 # mixed line endings under core.autocrlf whose index entry has no stat data,
                 # with an empty diff: Git's own quirk, docs/store.md.)
                 assert git(ws.root, "diff", "--stat", "--", "f.md") == ""
+
+
+def test_with_core_filemode_false_the_executable_bit_on_disk_is_not_committed(
+    ws: Workspace,
+) -> None:
+    """`git init` sets `core.fileMode = false` where execute bits mean nothing (FAT, NTFS, a
+    Windows drive under WSL: every file reads as executable). Every note committed from
+    such a disk went into history as executable, and every edit flipped its mode."""
+    for name, mode in (("note.md", 0o644), ("run.sh", 0o755)):
+        (ws.root / name).write_text(f"{name}\n")
+        (ws.root / name).chmod(mode)
+    git(ws.root, "add", "-A")
+    git(ws.root, "commit", "-q", "-m", "made on a disk that keeps execute bits")
+    git(ws.root, "config", "core.fileMode", "false")
+    for name in ("note.md", "new.md"):
+        (ws.root / name).write_text("seen on a FAT disk\n")
+        (ws.root / name).chmod(0o777)
+    (ws.root / "run.sh").chmod(0o644)
+    assert ws.scan_changes() == ["new.md", "note.md"]  # the content, not the mode
+    ws.commit_external([*ws.scan_changes(), "run.sh"])
+    modes = {
+        line.split()[3]: line.split()[0] for line in git(ws.root, "ls-tree", "HEAD").splitlines()
+    }
+    assert (modes["note.md"], modes["new.md"], modes["run.sh"]) == ("100644", "100644", "100755")
+    assert ws.scan_changes() == [] and ws.commit_external(["note.md", "run.sh"]) is None
+    ws.idle()
+    assert_clean(ws.root)  # `git status` agrees
+    git(ws.root, "config", "core.fileMode", "true")  # (a file system that keeps them: kept)
+    assert ws.scan_changes() == ["new.md", "note.md", "run.sh"]
