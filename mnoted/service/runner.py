@@ -16,6 +16,7 @@ import logging
 import os
 import queue
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +34,7 @@ from mnoted.service.retention import forget_old
 from mnoted.service.review import close_store, store_of
 from mnoted.store import Maintainer, Workspace
 from mnoted.store.config import CONFIG_PATH
+from mnoted.store.paths import hard_linked
 from mnoted.sync import (
     ABSENT,
     ChangeKind,
@@ -452,21 +454,28 @@ class WorkspaceRunner:
         return 1
 
     def _warn_if_skipped(self, path: str) -> None:
-        """Say so when a new file stays uncommitted because it is over the size limit."""
+        """Say so when an edit stays uncommitted: a new file over the size limit, or a file
+        with several hard links (``store.paths.hard_linked``) that differs from HEAD."""
         assert self.ws is not None
         try:
-            size = os.lstat(self.root / path).st_size  # never through a symlink
+            st = os.lstat(self.root / path)  # never through a symlink
         except (OSError, ValueError):
             return
         limit = self.ws.config.max_file_bytes
-        if size > limit and self.ws.blob_id(path) is None:
-            log.warning("not committing %s: %d bytes is over the %d-byte limit", path, size, limit)
-            self.service.events.publish(
-                "skipped",
-                workspaceId=self.ws.workspace_id,
-                path=path,
-                reason=f"over the {limit}-byte file limit (.mnote/config.toml maxFileBytes)",
+        if st.st_size > limit and self.ws.blob_id(path) is None:
+            log.warning(
+                "not committing %s: %d bytes is over the %d-byte limit", path, st.st_size, limit
             )
+            reason = f"over the {limit}-byte file limit (.mnote/config.toml maxFileBytes)"
+        elif stat.S_ISREG(st.st_mode) and st.st_nlink > 1 and self.ws.differs_on_disk(path):
+            refused = hard_linked(path, st.st_nlink)
+            log.warning("not committing %s: %s. %s", path, refused.message, refused.hint)
+            reason = f"{st.st_nlink} hard links (a `cp -al` backup?): {refused.hint}"
+        else:
+            return
+        self.service.events.publish(
+            "skipped", workspaceId=self.ws.workspace_id, path=path, reason=reason
+        )
 
     def _open_grant(self, path: str) -> dict[str, Any] | None:
         """The open file grant on ``path``, whose holder owns edits made there."""

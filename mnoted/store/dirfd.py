@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from mnoted.errors import PathRejected
-from mnoted.store.paths import TEMP_PREFIX
+from mnoted.store.paths import TEMP_PREFIX, hard_linked
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: a FIFO planted at a page's name must not block the writer thread on open.
@@ -104,11 +104,11 @@ def anchored(location: Path) -> tuple[Path, list[str]]:
     return Path(parts[0]), list(parts[1:])
 
 
-def _regular(st: os.stat_result, name: str) -> os.stat_result:
+def _regular(st: os.stat_result, name: str, *, links_ok: bool = False) -> os.stat_result:
     if not stat.S_ISREG(st.st_mode):
         raise PathRejected(f"{name!r} is not a regular file", path=name)
-    if st.st_nlink > 1:
-        raise PathRejected(f"{name!r} is a hard link (it may alias a file outside)", path=name)
+    if st.st_nlink > 1 and not links_ok:
+        raise hard_linked(name, st.st_nlink)
     return st
 
 
@@ -141,11 +141,12 @@ def holds_repository(fd: int) -> bool:
     return lstat_at(fd, ".git") is not None
 
 
-def read_at(fd: int, name: str) -> tuple[bytes, os.stat_result] | None:
+def read_at(fd: int, name: str, *, links_ok: bool = False) -> tuple[bytes, os.stat_result] | None:
     """Bytes and stat data of regular file ``name`` in folder ``fd``; None if absent.
 
-    A symlink, a non-regular file or a file with several hard links (which could alias a
-    file outside) is refused, checked with ``fstat`` on the file actually opened.
+    A symlink, a non-regular file or (unless ``links_ok``) a file with several hard links
+    (which could alias a file outside) is refused, checked with ``fstat`` on the file
+    actually opened.
     """
     try:
         file_fd = os.open(name, _READ_FLAGS, dir_fd=fd)
@@ -154,7 +155,7 @@ def read_at(fd: int, name: str) -> tuple[bytes, os.stat_result] | None:
     except OSError as exc:
         raise PathRejected(f"cannot read {name!r}: {exc.strerror}", path=name) from exc
     try:
-        st = _regular(os.fstat(file_fd), name)
+        st = _regular(os.fstat(file_fd), name, links_ok=links_ok)
         chunks = []
         while chunk := os.read(file_fd, 1 << 20):
             chunks.append(chunk)

@@ -127,10 +127,20 @@ def resolve(root: Path, path: str, *, config_ok: bool = False) -> Path:
             if not stat.S_ISREG(st.st_mode):
                 raise PathRejected(f"path {rel!r} is not a regular file", path=rel)
             if st.st_nlink > 1:
-                raise PathRejected(
-                    f"path {rel!r} is a hard link (it may alias a file outside)", path=rel
-                )
+                raise hard_linked(rel, st.st_nlink)
     return Path(current)
+
+
+def hard_linked(rel: str, links: int) -> PathRejected:
+    """The refusal of a file with several hard links: its other names may be outside the
+    workspace, and its bytes with them (a secret linked in, or a backup's copy)."""
+    return PathRejected(
+        f"{rel} has {links} hard links: it may be a file outside the workspace too, which "
+        "mnoted neither serves, writes nor commits",
+        hint=f"A `cp -al` backup links every file it copies. Give the file a name of its own: "
+        f"cp '{rel}' '{rel}.new' && mv '{rel}.new' '{rel}'",
+        path=rel,
+    )
 
 
 def resolve_folder(root: Path, path: str) -> Path | None:

@@ -535,6 +535,19 @@ class Workspace:
         state = read_file(resolve(self.root, path))
         return None if state is None else state[0]
 
+    def differs_on_disk(self, path: str) -> bool:
+        """Whether the regular file at ``path`` holds other bytes than HEAD, read even if it
+        has several hard links (``read_disk`` refuses those): only to tell a person why an
+        edit is not committed, never to serve it."""
+        self._check_thread()
+        *parts, name = normalize(path).split("/")
+        try:
+            with dirfd.folder(self.root, parts) as fd:
+                found = None if fd is None else dirfd.read_at(fd, name, links_ok=True)
+        except (OSError, PathRejected):
+            return False
+        return found is not None and found[0] != self.read_head(path)
+
     def read_blob(self, blob_id: str) -> bytes | None:
         """The bytes of a blob by id (any version the repository holds), or None."""
         self._check_thread()

@@ -14,6 +14,7 @@ Kate put its autosave or swap file into history.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -99,3 +100,43 @@ def test_editors_temp_files_met_by_the_start_up_pass_are_not_committed(
     assert not set(temps) & set(in_head(daemon)), in_head(daemon)
     [status] = daemon.client().request("GET", "/v1/workspaces")[1]["workspaces"]
     assert status["pendingChanges"] == 0, status
+
+
+def test_a_note_with_a_second_hard_link_is_not_committed_and_the_log_says_why(
+    daemon: DaemonProcess, tmp_path: Path
+) -> None:
+    """A `cp -al` backup gives every note a second link. mnoted neither serves, writes nor
+    commits such a file (its other name may be anywhere); an edit made in place (as Obsidian
+    saves) stayed uncommitted without a word. The log now names the file and the way out,
+    and an agent's write is refused with it."""
+    page = daemon.workspace / "plan.md"
+    backup = tmp_path / "backup-plan.md"
+    os.link(page, backup)
+    head = daemon.git("rev-parse", "HEAD")
+    with page.open("r+b") as fh:  # saved in place: the backup's name sees it too
+        fh.seek(0, os.SEEK_END)
+        fh.write(b"\nEdited in place.\n")
+    deadline = time.monotonic() + 20
+    while "not committing plan.md: plan.md has 2 hard links" not in daemon.log.read_text():
+        assert time.monotonic() < deadline, daemon.log.read_text()
+        time.sleep(0.1)
+    assert "cp 'plan.md' 'plan.md.new' && mv 'plan.md.new' 'plan.md'" in daemon.log.read_text()
+    assert daemon.git("rev-parse", "HEAD") == head
+
+    client = daemon.client()
+    args = {"operations": [{"search": "Monday", "replace": "Friday"}]}
+    body = client.envelope("mnote.doc.markdown_edit", "plan.md", args, False)
+    _, edit = client.request("POST", "/v1/tools/call", body)
+    assert edit["error"]["code"] == "mnote_path_rejected", edit
+    assert "2 hard links" in edit["error"]["message"] and "cp -al" in edit["error"]["hint"]
+    assert daemon.git("rev-parse", "HEAD") == head
+
+    subprocess.run(
+        "cp 'plan.md' 'plan.md.new' && mv 'plan.md.new' 'plan.md'",
+        shell=True, cwd=daemon.workspace, check=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 20
+    while "Edited in place." not in daemon.git("show", "HEAD:plan.md"):
+        assert time.monotonic() < deadline, "the edit was not committed once the link was broken"
+        time.sleep(0.1)
+    assert backup.read_text() == page.read_text()  # (the backup's own business)
