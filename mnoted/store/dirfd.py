@@ -198,6 +198,17 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
+def set_mode(fd: int, mode: int) -> None:
+    """Give file ``fd`` these permission bits where its file system can hold them. FAT and
+    exFAT refuse a mode they cannot represent (``EPERM``, unless mounted ``quiet``): the
+    file keeps the one they give every file, and the write goes on."""
+    try:
+        os.fchmod(fd, mode)
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP):
+            raise
+
+
 def write_temp(fd: int, name: str, data: bytes, mode: int = 0o644) -> tuple[str, int]:
     """Write ``data`` to a new temporary file beside ``name`` in folder ``fd``.
 
@@ -208,7 +219,7 @@ def write_temp(fd: int, name: str, data: bytes, mode: int = 0o644) -> tuple[str,
     file_fd = os.open(tmp, _TEMP_FLAGS, mode, dir_fd=fd)
     try:
         write_all(file_fd, data)
-        os.fchmod(file_fd, mode)  # the umask may have narrowed it
+        set_mode(file_fd, mode)  # the umask may have narrowed it
     except BaseException:
         os.close(file_fd)
         with contextlib.suppress(OSError):

@@ -69,7 +69,7 @@ class Spare:
         dirfd.write_all(self.fd, data)
         if self.used:  # (its blocks are overwritten, not freed: only a longer tail goes)
             os.ftruncate(self.fd, len(data))
-        os.fchmod(self.fd, mode)  # it was made under the umask
+        dirfd.set_mode(self.fd, mode)  # it was made under the umask
 
     def place(self, name: str | os.PathLike[str], dir_fd: int | None = None) -> None:
         """Rename the spare to ``name`` (in folder ``dir_fd``, or a path)."""

@@ -3,6 +3,7 @@ incremental trees, the index agreeing with HEAD, external edits committed first.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import threading
@@ -130,6 +131,27 @@ def test_a_replaced_files_permissions_are_kept(ws: Workspace, mode: int) -> None
         assert stat.S_IMODE(page.stat().st_mode) == mode, oct(page.stat().st_mode)
     ws.apply(CommandMeta("page.create", actor="hermes"), [Write("new.md", b"# New\n")])
     assert stat.S_IMODE((ws.root / "new.md").stat().st_mode) == 0o644
+    ws.idle()
+    assert_clean(ws.root)
+
+
+def test_a_write_lands_where_the_file_system_refuses_the_mode(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FAT and exFAT give every file one mode and refuse another with EPERM (unless mounted
+    `quiet`): setting a written file's mode would fail every write on such a disk. The file now
+    keeps the mode its file system gives it."""
+    refused: list[int] = []
+
+    def fat_fchmod(fd: int, mode: int) -> None:
+        refused.append(mode)
+        raise OSError(errno.EPERM, os.strerror(errno.EPERM))
+
+    monkeypatch.setattr(os, "fchmod", fat_fchmod)
+    for i in range(3):  # a new file, then the same page replaced (a spare, an exchange)
+        ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("a.md", b"v%d\n" % i)])
+    assert (ws.root / "a.md").read_bytes() == b"v2\n"
+    assert refused.count(0o644) == 3  # (and 0o444 for the packs, refused as well)
     ws.idle()
     assert_clean(ws.root)
 
