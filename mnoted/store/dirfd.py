@@ -118,12 +118,10 @@ def stat_at(fd: int, name: str) -> os.stat_result | None:
     Refused as :func:`read_at` refuses: a symlink, a non-regular file, several hard links.
     """
     try:
-        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return None
+        st = lstat_at(fd, name)
     except OSError as exc:
         raise PathRejected(f"cannot read {name!r}: {exc.strerror}", path=name) from exc
-    return _regular(st, name)
+    return None if st is None else _regular(st, name)
 
 
 def lstat_at(fd: int, name: str) -> os.stat_result | None:

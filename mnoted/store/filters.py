@@ -34,13 +34,9 @@ from collections.abc import Callable
 import pygit2
 
 from mnoted.errors import PathRejected, StorageError
+from mnoted.store import trees
 
 CONFIG_CHECK_SECONDS = 1.0
-FILE, EXECUTABLE, LINK = (
-    pygit2.GIT_FILEMODE_BLOB,
-    pygit2.GIT_FILEMODE_BLOB_EXECUTABLE,
-    pygit2.GIT_FILEMODE_LINK,
-)
 
 Clean = Callable[[str, bytes], str]
 """``(path, bytes) -> blob id``: runs Git's clean filter for ``path`` on ``bytes`` and writes
@@ -123,11 +119,11 @@ class Filters:
         HEAD has with mode ``head`` (None: a new file): ``disk``, unless ``core.fileMode``
         is false; then HEAD's executable bit, none on a new file. Git's config is asked only
         where the two differ."""
-        if disk in (head, LINK) or (head is None and disk == FILE):
+        if disk in (head, trees.LINK) or (head is None and disk == trees.FILE):
             return disk
         if self.trusts_mode(fresh=fresh):
             return disk
-        return EXECUTABLE if head == EXECUTABLE else FILE
+        return trees.EXECUTABLE if head == trees.EXECUTABLE else trees.FILE
 
     def trusts_mode(self, *, fresh: bool = True) -> bool:
         """Whether Git records the executable bits found on disk (``core.fileMode``)."""

@@ -32,13 +32,13 @@ class GitIndex:
     """Refreshes index entries; keeps the last index it wrote parsed in memory.
 
     Parsing a 100,000-entry index costs ~60 ms; as long as ``.git/index`` is still the file
-    this object wrote (same inode, size and mtime), the parsed copy is reused.
+    this object wrote (the same ``indexstat.stamp``), the parsed copy is reused.
     """
 
     def __init__(self, gitdir: Path) -> None:
         self.gitdir = gitdir
         self._cached: pygit2.Index | None = None
-        self._stamp: tuple[int, int, int] | None = None
+        self._stamp: tuple[int, int, int, int] | None = None
         self.last_write: tuple[object, object] | None = None
         """``indexstat.stamp`` of ``.git/index`` before and after the last refresh: the
         file it started from and the one it wrote (only the refreshed entries differ)."""
@@ -69,13 +69,13 @@ class GitIndex:
                 os.close(fd)
             os.rename(private, index_path)
             fsync_dir(self.gitdir)
-            self._cached, self._stamp = index, _stamp(index_path)
+            self._cached, self._stamp = index, indexstat.stamp(index_path)
             self.last_write = (before, indexstat.stamp(index_path))
         finally:
             held.release()
 
     def _load(self, index_path: Path, private: Path) -> pygit2.Index:
-        if self._cached is not None and self._stamp == _stamp(index_path):
+        if self._cached is not None and self._stamp == indexstat.stamp(index_path):
             return self._cached
         private.parent.mkdir(parents=True, exist_ok=True)
         # leftovers of a crash (ours alone: the workspace's process lock is held)
@@ -85,14 +85,6 @@ class GitIndex:
         if index_path.exists():
             shutil.copyfile(index_path, private)
         return pygit2.Index(str(private))
-
-
-def _stamp(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def entries_at(tree: pygit2.Tree | None, paths: Iterable[str]) -> dict[str, Entry]:

@@ -40,9 +40,6 @@ Ignored = Callable[[str], bool]
 """Git's ignore rules for an untracked path (a folder ends with ``/``)."""
 
 
-_REGULAR = (0o100644, 0o100755)
-
-
 def git_mode(st_mode: int) -> int | None:
     """The mode Git would record for a file of this ``st_mode`` (None: Git skips it)."""
     if stat.S_ISREG(st_mode):
@@ -62,10 +59,10 @@ class Walk:
         cache: StatCache,
         ignored: Ignored,
         *,
-        trusts_mode: bool = True,
+        stored_mode: Callable[[int, int], int] = lambda disk, _: disk,
     ) -> None:
         self.root = root
-        self.trusts_mode = trusts_mode  # core.fileMode: false, an executable bit is no change
+        self.stored_mode = stored_mode  # (disk, index) -> what Git records: core.fileMode
         self.index = index
         self.cache = cache
         self.ignored = ignored
@@ -230,8 +227,8 @@ class Walk:
         if path in self.index.skipped:
             return
         mode = git_mode(st.st_mode)
-        if not self.trusts_mode and mode in _REGULAR and entry[0] in _REGULAR:
-            mode = entry[0]
+        if mode is not None:
+            mode = self.stored_mode(mode, entry[0])
         # A size of 0 proves nothing: entries without stat data, and those Git "smudged"
         # because they were racily clean when it wrote the index, must be read.
         if mode != entry[0] or (entry[1] != 0 and entry[1] != st.st_size & _LOW32):

@@ -15,6 +15,7 @@ from mnoted.errors import PathRejected
 
 FILE = pygit2.GIT_FILEMODE_BLOB
 EXECUTABLE = pygit2.GIT_FILEMODE_BLOB_EXECUTABLE
+LINK = pygit2.GIT_FILEMODE_LINK
 TREE = pygit2.GIT_FILEMODE_TREE
 
 Entry = tuple[pygit2.Oid, int] | None

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 
@@ -658,12 +659,13 @@ class Workspace:
         found = whole_tree(self.root) if whole and whole_tree is not None else None
         if found is None:
             index = self._index_stat()
+            self._filters.trusts_mode()  # (Git's config looked at once a scan, not once a file)
             walk = scan.Walk(
                 self.root,
                 index,
                 self._stats,
                 self._passed_over,
-                trusts_mode=self._filters.trusts_mode(),
+                stored_mode=partial(self._filters.stored_mode, fresh=False),
             )
             if whole:
                 walk.tree("")
