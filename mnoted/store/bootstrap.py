@@ -68,16 +68,55 @@ def check_repository(root: Path) -> pygit2.Repository:
     try:
         repo = pygit2.Repository(str(root))
     except pygit2.GitError as exc:
-        raise WorkspaceInvalid(f"{root} is not a readable Git repository: {exc}") from exc
+        raise _unreadable(root, exc) from exc
     if repo.is_bare or repo.workdir is None or Path(repo.workdir).resolve() != root:
         raise WorkspaceInvalid(f"{root} is not the work tree of its Git repository")
     refs.current_branch(gitdir)
+    lender = promisor_remote(repo)
+    if lender is not None:
+        raise WorkspaceInvalid(
+            f"{root} is a partial clone: its remote {lender!r} lends objects on demand, and "
+            "the libgit2 mnoted commits with cannot fetch them (the history's blobs are missing)",
+            hint="Clone the repository again without `--filter`, and use that clone as the "
+            "workspace.",
+        )
     problem = unfinished_operation(repo)
     if problem is not None:
         raise WorkspaceInvalid(
             f"{root} is in the middle of {problem[0]}", hint=f"First {problem[1]}."
         )
     return repo
+
+
+def _unreadable(root: Path, exc: pygit2.GitError) -> WorkspaceInvalid:
+    message = f"{root} is not a readable Git repository: {exc}"
+    if "object format" in str(exc):
+        return WorkspaceInvalid(
+            message,
+            hint="mnoted keeps SHA-1 repositories (its libgit2 reads no other object format): "
+            "copy the history into one (`git init --object-format=sha1 NEW`, "
+            "`git fast-export --all | git -C NEW fast-import`, `git -C NEW checkout BRANCH`) "
+            "and use NEW as the workspace.",
+        )
+    if "extension" in str(exc):
+        return WorkspaceInvalid(
+            message,
+            hint="The repository uses a Git feature that libgit2 cannot read; use a plain "
+            "clone of it as the workspace.",
+        )
+    return WorkspaceInvalid(message)
+
+
+def promisor_remote(repo: pygit2.Repository) -> str | None:
+    """The remote a partial clone (`git clone --filter`) fetches its missing objects from."""
+    for entry in repo.config:
+        name = entry.name.lower()
+        if name == "extensions.partialclone" and entry.value:
+            return str(entry.value)
+        promisor = name.startswith("remote.") and name.endswith(".promisor")
+        if promisor and str(entry.value).lower() in ("true", "yes", "on", "1"):
+            return entry.name[len("remote.") : -len(".promisor")]
+    return None
 
 
 def identity_from_config(repo: pygit2.Repository) -> Identity:

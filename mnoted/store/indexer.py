@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 import pygit2
 
 from mnoted.core.frontmatter import document_id
+from mnoted.errors import WorkspaceInvalid
 from mnoted.store import message, treediff
 from mnoted.store.model import CommandRecord
 from mnoted.store.sidecar import Sidecar
@@ -130,15 +131,26 @@ def _record_deltas(
         if is_document(delta.new_path):
             data = fresh.get(str(delta.new_id)) if fresh else None
             if data is None:
-                blob = repo[delta.new_id]
-                assert isinstance(blob, pygit2.Blob)
-                data = blob.data
+                data = _blob_data(repo, delta.new_id, delta.new_path, cid)
             doc = pinned_id(data) or carried or generated_id(cid, delta.new_path)
         side.put_file(delta.new_path, delta.new_id, cid, doc)
         old_path = delta.old_path if delta.status == "R" else None
         side.add_change(cid, doc, delta.new_path, old_path, delta.status)
         changed.append(delta.new_path)
     return changed
+
+
+def _blob_data(repo: pygit2.Repository, oid: str | pygit2.Oid, path: str, cid: str) -> bytes:
+    try:
+        blob = repo[oid]
+    except KeyError:
+        raise WorkspaceInvalid(
+            f"the repository is missing {path} as commit {cid[:10]} has it (blob {oid})",
+            hint="Run `git fsck` to see what else is missing, and fetch it again from a "
+            "clone or remote that has it (`git fetch`).",
+        ) from None
+    assert isinstance(blob, pygit2.Blob)
+    return blob.data
 
 
 def _record_command(

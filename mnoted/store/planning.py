@@ -84,7 +84,13 @@ def refuse_read_only(root: Path, changes: Sequence[Change]) -> None:
 
 
 def _tracked_folder(tree: pygit2.Tree | None) -> Callable[[str], bool]:
-    return lambda folder: trees.entry_at(tree, folder) is not None
+    """Whether HEAD has files under a folder: Git adds new files there, ``.git`` or not."""
+
+    def tracked(folder: str) -> bool:
+        found = trees.object_at(tree, folder)
+        return found is not None and found.type == pygit2.GIT_OBJECT_TREE
+
+    return tracked
 
 
 def refuse_left_out(
@@ -105,11 +111,17 @@ def refuse_left_out(
                 continue
             other = others.holding(rel)
             if other is not None:
+                submodule = trees.object_at(tree, other) is not None  # (a gitlink)
                 raise PathRejected(
                     f"{rel} is inside another Git repository ({other}/.git): its files are that "
                     "repository's, and Git does not add them to this one",
-                    hint=f"Choose a path outside {other}/ (or make it a submodule with `git "
-                    "submodule add`, and write in its own workspace).",
+                    hint=f"Choose a path outside {other}/"
+                    + (
+                        f" ({other} is a submodule: its own repository keeps its files)."
+                        if submodule
+                        else " (or make it a submodule with `git submodule add`, and write in "
+                        "its own workspace)."
+                    ),
                     path=rel,
                 )
             where = (

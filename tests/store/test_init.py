@@ -223,3 +223,51 @@ def test_adopting_keeps_uncommitted_user_files_for_reconciliation(tmp_path: Path
         ws.commit_external(ws.scan_changes())
         assert ws.scan_changes() == []
     assert_clean(root)
+
+
+def test_refuses_a_partial_clone_naming_the_way_out(tmp_path: Path) -> None:
+    """A `git clone --filter=blob:none` has none of its history's blobs: libgit2 cannot fetch
+    them, and reading the history to index it failed with a bare ``KeyError``."""
+    server = tmp_path / "server"
+    server.mkdir()
+    git(server, "init", "-q", "-b", "main")
+    git(server, "config", "uploadpack.allowFilter", "true")
+    for text in ("one\n", "two\n"):
+        (server / "a.md").write_text(text)
+        git(server, "add", "-A")
+        git(server, "commit", "-qm", text)
+    root = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", "--filter=blob:none", f"file://{server}", str(root))
+    for _ in range(2):  # as `mnote init` and the daemon's start meet it
+        with pytest.raises(WorkspaceInvalid, match="partial clone") as info:
+            Workspace.init(root)
+        assert "without `--filter`" in info.value.hint
+    assert git(root, "log", "--format=%s").split() == ["two", "one"]
+
+
+def test_refuses_a_sha256_repository_naming_the_way_out(tmp_path: Path) -> None:
+    root = tmp_path / "notes"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main", "--object-format=sha256")
+    with pytest.raises(WorkspaceInvalid, match="sha256") as info:
+        Workspace.init(root)
+    assert "--object-format=sha1" in info.value.hint
+
+
+def test_a_blob_missing_from_the_history_is_named(tmp_path: Path) -> None:
+    """A repository missing an old blob (a lost pack, a half-copied `.git`) is refused with
+    the path and commit, not a bare ``KeyError`` out of the history's indexing."""
+    root = tmp_path / "notes"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    (root / "a.md").write_text("lost\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "one")
+    lost = git(root, "rev-parse", "HEAD:a.md").strip()
+    (root / "a.md").write_text("kept\n")
+    git(root, "commit", "-qam", "two")
+    (root / ".git/objects" / lost[:2] / lost[2:]).unlink()
+    missing = f"missing a.md as commit .* has it .*{lost}"
+    with pytest.raises(WorkspaceInvalid, match=missing) as info:
+        Workspace.init(root)
+    assert "git fsck" in info.value.hint

@@ -359,6 +359,9 @@ def test_a_submodule_and_a_nested_repository_are_not_ours(tmp_path: Path) -> Non
         assert ws.scan_changes() == []
         assert ws.scan_changes(whole_tree=changes_by_git) == []
         assert ws.scan_changes(["sub", "nested"]) == []
+        with pytest.raises(PathRejected, match=r"another Git repository \(sub/\.git\)") as info:
+            ws.apply(CommandMeta("page.create", actor="a"), [Write("sub/new.md", b"x")])
+        assert "sub is a submodule" in info.value.hint
     assert git_changed(root) == {"sub", "nested/"}  # git lists both; mnoted commits neither
 
 
@@ -379,12 +382,14 @@ def test_a_nested_repositorys_files_are_neither_committed_nor_written(tmp_path: 
     write(clone, "deep/x.md", "deeper\n")
     git(root / "kept", "init", "-q")  # a repository begun in a folder the notes track
     write(root, "kept/k.md", "edited\n")
+    write(root, "kept/saved.md", "new beside it\n")  # `git add -A` adds it: kept/ is tracked
     inside = ["vendor/other/o.md", "vendor/other/deep/x.md"]
     with Workspace.open(root) as ws:
         assert ws.scan_changes([*inside, "vendor/other/deep"]) == []
-        assert ws.scan_changes(["kept/k.md"]) == ["kept/k.md"]
-        made = ws.commit_external([*inside, "kept/k.md"])
-        assert made is not None and made.paths == ("kept/k.md",)
+        assert ws.scan_changes(["kept/k.md", "kept/saved.md"]) == ["kept/k.md", "kept/saved.md"]
+        made = ws.commit_external([*inside, "kept/k.md", "kept/saved.md"])
+        assert made is not None and made.paths == ("kept/k.md", "kept/saved.md")
+        ws.apply(CommandMeta("page.create", actor="a"), [Write("kept/agent.md", b"# A\n")])
         with pytest.raises(PathRejected, match=r"another Git repository \(vendor/other/\.git\)"):
             ws.apply(CommandMeta("page.create", actor="a"), [Write("vendor/other/new.md", b"x")])
         with pytest.raises(PathRejected, match="another Git repository"):
@@ -393,6 +398,7 @@ def test_a_nested_repositorys_files_are_neither_committed_nor_written(tmp_path: 
         ws.flush_index()
         assert ws.scan_changes() == []
     assert git(root, "ls-files", "vendor") == "vendor/mine.md\n"
+    assert git(root, "ls-files", "kept").split() == ["kept/agent.md", "kept/k.md", "kept/saved.md"]
     assert not (clone / "new.md").exists()
     assert git_changed(root) == {"vendor/other/"}  # as git lists it: one entry, not ours
 
