@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -28,12 +29,15 @@ from mnoted.errors import (
     Conflict,
     InternalError,
     InvalidArguments,
+    LockBusy,
     MnoteError,
     NotFound,
     PathRejected,
     PermissionDenied,
+    StorageError,
     ToolDisabled,
     UnknownTool,
+    WorkspaceInvalid,
 )
 from mnoted.service import readcache
 from mnoted.service.actors import Actor
@@ -49,6 +53,21 @@ from mnoted.store import (
     Write,
 )
 from mnoted.store.reviews import ReviewStore
+
+log = logging.getLogger("mnoted.calls")
+
+
+def _log_failure(name: str, exc: MnoteError) -> None:
+    """Name in the daemon's log the failures that are its operator's business, not the
+    caller's: a bug (with its traceback), the disk, a Git lock or a repository state. An
+    error a client caused (arguments, conflicts, permissions) is only its answer."""
+    call = name or "a call"
+    if isinstance(exc, InternalError):
+        log.error("%s failed: %s", call, exc.message, exc_info=exc.__cause__)
+    elif isinstance(exc, StorageError):
+        log.warning("%s failed: %s", call, exc.message)
+    elif isinstance(exc, LockBusy | WorkspaceInvalid):
+        log.info("%s refused: %s", call, exc.message)
 
 
 @dataclass
@@ -243,6 +262,7 @@ class Service:
             return self._failure(raw, name, exc), None
         except Exception as exc:
             error = InternalError(f"internal error: {type(exc).__name__}: {exc}")
+            error.__cause__ = exc  # (its traceback goes to the log)
             return self._failure(raw, name, error), None
 
     def call_failed(self, raw: Any, exc: MnoteError) -> dict[str, Any]:
@@ -251,6 +271,7 @@ class Service:
         return self._failure(raw, name, exc).to_wire()
 
     def _failure(self, raw: Any, name: str, exc: MnoteError) -> ToolResponse:
+        _log_failure(name, exc)
         fields = raw if isinstance(raw, Mapping) else {}
         spec = lookup(name)
         return ToolResponse(
