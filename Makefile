@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/exchange.py
 	$(BIN)/python bench/watch.py --large
 	$(BIN)/python bench/startup.py
+	$(BIN)/python bench/memory.py
 	$(BIN)/python bench/daemon.py --sizes 100,10000,100000
 
 clean:

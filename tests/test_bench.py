@@ -1,4 +1,5 @@
-"""The daemon benchmark runs end to end at its smallest size (figures are never asserted).
+"""The daemon and memory benchmarks run end to end at their smallest size (figures are never
+asserted).
 
 `make bench` is not run by CI; this keeps the benchmark whose figures `docs/performance.md`
 quotes from breaking unseen: its daemon, floors, paired timings, reads, 1 MB page and
@@ -44,3 +45,18 @@ def test_the_daemon_benchmark_runs(tmp_path: Path) -> None:
     ):
         assert label in out.stdout, (label, out.stdout)
     assert "failures 0" in out.stdout
+
+
+@pytest.mark.slow
+def test_the_memory_benchmark_runs(tmp_path: Path) -> None:
+    env = {**os.environ, "TMPDIR": str(tmp_path), "MNOTE_CORPUS": str(CORPUS)}
+    out = subprocess.run(
+        [sys.executable, "bench/memory.py", "--files", "100", "--writes", "6", "--every", "3"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "when ready" in out.stdout and "after 6 writes" in out.stdout, out.stdout

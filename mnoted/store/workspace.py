@@ -114,6 +114,11 @@ PROCESS_LOCK = "daemon.lock"
 COMMITTER = Identity("mnoted", indexer.COMMITTER_EMAIL)
 _CAS_ATTEMPTS = 5
 TREE_CACHE_LIMIT = 16 << 20
+OBJECT_CACHE_BYTES = 16 << 20
+"""What libgit2's object cache may hold in all, counted in object bytes (its default, 256 MB,
+is reached by a daemon that writes: every write makes new trees, each cached when read, and
+a cached tree takes about three times its size in memory). HEAD's trees of 100,000 notes
+take ~5 MB of it."""
 PACKS_PER_LEVEL = 16
 """The store's own packs are merged by sixteen: sixteen landings' packs into one, sixteen of
 those into one, ... so a daemon that never idles keeps a few dozen packs, not thousands."""
@@ -285,6 +290,7 @@ class Workspace:
             # of 2,500 notes parsed that folder's tree again (an index refresh of 100,000
             # paths took 134 s instead of 5).
             pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.TREE, TREE_CACHE_LIMIT)
+            pygit2.settings.cache_max_size(OBJECT_CACHE_BYTES)
             gitlock.recover(root / ".git")
             side = Sidecar.open(state / SIDECAR_NAME)
             ws = cls(root, repo, config, side, lock_fd, external_identity, lock_wait)

@@ -21,6 +21,7 @@ from mnoted.errors import (
     WorkspaceInvalid,
 )
 from mnoted.store import CommandMeta, Delete, Identity, Move, Workspace, Write, dirfd, gitindex
+from mnoted.store.workspace import OBJECT_CACHE_BYTES
 from tests.store.conftest import assert_clean, git
 
 META = CommandMeta(
@@ -467,3 +468,26 @@ def test_a_background_refresh_blocked_by_a_users_lock_is_retried(ws: Workspace) 
     lock.unlink()
     ws.idle()
     assert_clean(ws.root)
+
+
+def test_old_trees_cached_by_libgit2_stay_within_a_bound(tmp_path: Path) -> None:
+    """Every write makes new trees, and libgit2 keeps each one it reads in a cache it empties
+    only at 256 MB: a daemon writing in a folder of 2,000 notes grew by ~20 MB a thousand
+    writes and never gave it back. The store caps that cache (its current trees fit)."""
+    root = tmp_path / "notes"
+    Workspace.init(root).close()
+    (root / "folder").mkdir()
+    for i in range(2000):
+        (root / "folder" / f"note-{i:04d}.md").write_text(f"# Note {i}\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "a big folder")
+    with Workspace.open(root) as ws:
+        for i in range(300):
+            write = Write("folder/note-0001.md", b"%d\n" % i)
+            ws.apply(CommandMeta("page.save", actor="a"), [write])
+            assert ws.resolve("folder/note-0001.md") is not None  # (reads HEAD's trees)
+        used, cap = pygit2.settings.cached_memory
+        assert cap == OBJECT_CACHE_BYTES
+        assert used <= cap
+        assert ws.resolve("folder/note-1999.md") is not None
+    assert_clean(root)

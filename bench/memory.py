@@ -1,0 +1,101 @@
+"""The daemon's memory through a long run of agent writes, beside its memory when ready.
+
+A daemon that serves agents for days must not grow with the number of writes it made: its
+caches (parsed pages, kept answers, libgit2's objects) each have a bound, and what it
+holds once they are full is what it holds for good. This bench starts the daemon on a
+workspace of `--files` notes (folders of 100, as `bench/daemon.py`), then, through its
+socket, appends a line to every third of the first 3,000 notes in turn and reads each of
+them with `mnote.doc.fetch`, until `--writes` writes were made. The daemon's resident set
+(`VmRSS`) and the part of it not backed by a file (`RssAnon`: the heap, where a leak
+shows) are printed every `--every` writes, each as a ratio to its value when the daemon
+was ready (the reference, measured in the same run).
+
+    python bench/memory.py [--files 10000] [--writes 20000] [--every 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from commit import GIT_ENV
+from daemon import Daemon, workspace
+
+PAGES = 3000
+
+
+def memory_mb(pid: int) -> tuple[float, float]:
+    """``VmRSS`` and ``RssAnon`` of a process, in MB."""
+    fields = {}
+    for row in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = row.partition(":")
+        if key in ("VmRSS", "RssAnon"):
+            fields[key] = int(value.split()[0]) / 1024  # kB
+    return fields["VmRSS"], fields["RssAnon"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--files", type=int, default=10_000)
+    parser.add_argument("--writes", type=int, default=20_000)
+    parser.add_argument("--every", type=int, default=2_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="mnm") as tmp:
+        base = Path(tmp)
+        env = {
+            **os.environ,
+            **GIT_ENV,
+            "HOME": str(base),
+            "XDG_CONFIG_HOME": str(base / "cfg"),
+            "XDG_RUNTIME_DIR": str(base / "run"),
+            "MNOTED_LOG": "warning",
+        }
+        root = workspace(base, args.files, env)
+        notes = sorted(
+            p.relative_to(root).as_posix()
+            for p in root.glob("d*/**/*.md")  # the fixture's notes (not page.md, big.md)
+        )[:PAGES]
+        daemon = Daemon(root, base, env)
+        try:
+            client = daemon.client()
+            rss0, anon0 = memory_mb(daemon.proc.pid)
+            print(f"workspace of {args.files:,} files, {len(notes):,} notes written in turn")
+            print(f"  {'when ready':<24} RSS {rss0:6.0f} MB   heap (RssAnon) {anon0:6.0f} MB")
+            writes, t0 = 0, time.perf_counter()
+            while writes < args.writes:
+                for i, note in enumerate(notes):
+                    got = client.request(
+                        "POST", "/v1/tools/call", client.envelope("mnote.doc.fetch", note)
+                    )[1]
+                    assert got.get("ok"), got
+                    if i % 3:
+                        continue
+                    text = {"content": [f"written {writes}"], "mode": "append"}
+                    done = client.request(
+                        "POST", "/v1/tools/call", client.envelope("mnote.page.save", note, text)
+                    )[1]
+                    assert done.get("ok"), done
+                    writes += 1
+                    if writes % args.every == 0:
+                        rss, anon = memory_mb(daemon.proc.pid)
+                        rate = writes / (time.perf_counter() - t0)
+                        label = f"after {writes:,} writes"
+                        print(
+                            f"  {label:<24} RSS {rss:6.0f} MB ({rss / rss0:4.2f}x)"
+                            f"   heap {anon:6.0f} MB ({anon / anon0:4.2f}x)   {rate:5.0f} writes/s"
+                        )
+                    if writes >= args.writes:
+                        break
+        finally:
+            daemon.stop()
+
+
+if __name__ == "__main__":
+    main()
