@@ -5,7 +5,7 @@ to the thread that opened it; every method but two must be called from that thre
 daemon's writer thread), and a call from another thread raises :class:`InternalError`.
 :meth:`Workspace.maintenance` opens its own Repository and may run on any thread, and so
 may :meth:`Workspace.still_as_read`, which only stats files. Only one process serves a
-workspace at a time (an ``flock`` on ``.mnote/state/daemon.lock``).
+workspace at a time (an ``flock`` on ``.git/mnote/daemon.lock``).
 
 A command goes: commit pending external edits of its paths → write blobs, trees (only along
 the changed paths) and the commit object, kept in memory → land them as one pack → journal →
@@ -282,7 +282,11 @@ class Workspace:
         ignore = state / ".gitignore"
         if not ignore.exists():
             write_atomic(ignore, b"*\n")
-        lock_fd = take_process_lock(state / PROCESS_LOCK)
+        # In the Git directory, which `git clean -x` never empties (it removes .mnote/state,
+        # which Git ignores): a second daemon started after one would serve the folder too.
+        private = root / ".git" / "mnote"
+        private.mkdir(exist_ok=True)
+        lock_fd = take_process_lock(private / PROCESS_LOCK)
         try:
             # The store syncs what it writes itself, many objects at once (store.durable).
             pygit2.settings.enable_fsync_gitdir(False)
@@ -910,6 +914,12 @@ class Workspace:
             "the branch kept moving while mnoted tried to commit external edits",
             hint="Another program is committing in this workspace; try again when it is done.",
         )
+
+    def state_removed(self) -> bool:
+        """Whether the sidecar or the command journal is gone from ``.mnote/state`` (`git
+        clean -x` removes them: Git ignores the folder). The store goes on with the files it
+        holds open, no longer on disk."""
+        return not (self.state_dir / SIDECAR_NAME).exists() or not self._journal.path.exists()
 
     def idle(self, *, background: bool = False) -> None:
         """Called by the writer thread when it has nothing queued: refresh the Git index

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -206,6 +207,14 @@ def test_one_process_per_workspace(ws: Workspace) -> None:
     with pytest.raises(LockBusy) as info:
         Workspace.open(ws.root)
     assert info.value.details["path"].endswith("daemon.lock")
+    # `git clean -fdx` removes .mnote/state (Git ignores it): the lock held there went with
+    # it, and a second daemon served the same folder.
+    # (git may leave spares/ behind: the store makes spare files there meanwhile)
+    subprocess.run(["git", "clean", "-fdxq"], cwd=ws.root, capture_output=True)
+    assert not (ws.root / ".mnote/state/state.sqlite3").exists()
+    assert ws.state_removed()
+    with pytest.raises(LockBusy):
+        Workspace.open(ws.root)
 
 
 def test_adopting_keeps_uncommitted_user_files_for_reconciliation(tmp_path: Path) -> None:
