@@ -30,9 +30,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pygit2
-from commit import GIT_ENV, build_repo, quantiles
+from commit import build_repo, quantiles
 from core import build_page
-from fixture import build_packed_repo
+from fixture import build_packed_repo, daemon_env
 from mcpfs import Server, compare, install
 
 from mnoted.cli.client import Client, Unreachable
@@ -425,14 +425,7 @@ def main() -> None:
             print(f"MCP filesystem server {found.version} ({found.entry})")
     with tempfile.TemporaryDirectory(prefix="mnd") as tmp:
         base = Path(tmp)
-        env = {
-            **os.environ,
-            **GIT_ENV,
-            "HOME": str(base),
-            "XDG_CONFIG_HOME": str(base / "cfg"),
-            "XDG_RUNTIME_DIR": str(base / "run"),
-            "MNOTED_LOG": "warning",
-        }
+        env = daemon_env(base)
         floors = Floors(base, env)
         for size in (int(s) for s in args.sizes.split(",")):
             writes = args.writes + args.writes % 2  # even: see the marker's swaps

@@ -16,27 +16,16 @@ was ready (the reference, measured in the same run).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from commit import GIT_ENV
 from daemon import Daemon, workspace
+from fixture import daemon_env, status_mb
 
 PAGES = 3000
-
-
-def memory_mb(pid: int) -> tuple[float, float]:
-    """``VmRSS`` and ``RssAnon`` of a process, in MB."""
-    fields = {}
-    for row in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = row.partition(":")
-        if key in ("VmRSS", "RssAnon"):
-            fields[key] = int(value.split()[0]) / 1024  # kB
-    return fields["VmRSS"], fields["RssAnon"]
 
 
 def main() -> None:
@@ -49,14 +38,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mnm") as tmp:
         base = Path(tmp)
-        env = {
-            **os.environ,
-            **GIT_ENV,
-            "HOME": str(base),
-            "XDG_CONFIG_HOME": str(base / "cfg"),
-            "XDG_RUNTIME_DIR": str(base / "run"),
-            "MNOTED_LOG": "warning",
-        }
+        env = daemon_env(base)
         root = workspace(base, args.files, env)
         notes = sorted(
             p.relative_to(root).as_posix()
@@ -65,7 +47,7 @@ def main() -> None:
         daemon = Daemon(root, base, env)
         try:
             client = daemon.client()
-            rss0, anon0 = memory_mb(daemon.proc.pid)
+            rss0, anon0 = status_mb(daemon.proc.pid, "VmRSS", "RssAnon")
             print(f"workspace of {args.files:,} files, {len(notes):,} notes written in turn")
             print(f"  {'when ready':<24} RSS {rss0:6.0f} MB   heap (RssAnon) {anon0:6.0f} MB")
             writes, t0 = 0, time.perf_counter()
@@ -84,7 +66,7 @@ def main() -> None:
                     assert done.get("ok"), done
                     writes += 1
                     if writes % args.every == 0:
-                        rss, anon = memory_mb(daemon.proc.pid)
+                        rss, anon = status_mb(daemon.proc.pid, "VmRSS", "RssAnon")
                         rate = writes / (time.perf_counter() - t0)
                         label = f"after {writes:,} writes"
                         print(

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import compileall
-import os
 import subprocess
 import sys
 import tempfile
@@ -30,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from commit import GIT_ENV, rel_path
-from fixture import build_packed_repo
+from commit import rel_path
+from fixture import build_packed_repo, daemon_env, status_mb
 
 import mnoted
 from mnoted.cli.client import Client, Unreachable
@@ -41,12 +40,8 @@ from mnoted.store import Workspace
 
 def memory_mb(pid: int) -> tuple[float, float]:
     """Resident set and its peak, in MB (VmRSS and VmHWM of /proc/<pid>/status)."""
-    fields = {}
-    for row in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = row.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            fields[key] = int(value.split()[0]) / 1024  # kB
-    return fields["VmRSS"], fields["VmHWM"]
+    rss, peak = status_mb(pid, "VmRSS", "VmHWM")
+    return rss, peak
 
 
 class Start:
@@ -152,14 +147,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="mnb") as tmp:
             base = Path(tmp)
             root = base / "notes"
-            env = {
-                **os.environ,
-                **GIT_ENV,
-                "HOME": str(base),
-                "XDG_CONFIG_HOME": str(base / "cfg"),
-                "XDG_RUNTIME_DIR": str(base / "run"),
-                "MNOTED_LOG": "warning",
-            }
+            env = daemon_env(base)
             build_packed_repo(root, size, env)
             Workspace.init(root).close()
             page = root / rel_path(0)

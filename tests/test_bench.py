@@ -20,12 +20,11 @@ from tests.conftest import CORPUS
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.slow
-def test_the_daemon_benchmark_runs(tmp_path: Path) -> None:
+def run_bench(tmp_path: Path, script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``script`` run as `make bench` runs it, its files below ``tmp_path``; it must succeed."""
     env = {**os.environ, "TMPDIR": str(tmp_path), "MNOTE_CORPUS": str(CORPUS)}
-    smallest = ["--sizes", "100", "--writes", "3", "--agents", "2", "--no-mcp"]
     out = subprocess.run(
-        [sys.executable, "bench/daemon.py", *smallest],
+        [sys.executable, script, *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -33,6 +32,13 @@ def test_the_daemon_benchmark_runs(tmp_path: Path) -> None:
         timeout=240,
     )
     assert out.returncode == 0, out.stderr[-3000:]
+    return out
+
+
+@pytest.mark.slow
+def test_the_daemon_benchmark_runs(tmp_path: Path) -> None:
+    smallest = ["--sizes", "100", "--writes", "3", "--agents", "2", "--no-mcp"]
+    out = run_bench(tmp_path, "bench/daemon.py", *smallest)
     for label in (
         "floor: atomic write + fsync",
         "floor: incremental commit + fsync (libgit2)",
@@ -49,14 +55,5 @@ def test_the_daemon_benchmark_runs(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_the_memory_benchmark_runs(tmp_path: Path) -> None:
-    env = {**os.environ, "TMPDIR": str(tmp_path), "MNOTE_CORPUS": str(CORPUS)}
-    out = subprocess.run(
-        [sys.executable, "bench/memory.py", "--files", "100", "--writes", "6", "--every", "3"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
+    out = run_bench(tmp_path, "bench/memory.py", "--files", "100", "--writes", "6", "--every", "3")
     assert "when ready" in out.stdout and "after 6 writes" in out.stdout, out.stdout
