@@ -314,15 +314,18 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _grant(args: argparse.Namespace) -> int:
+    from mnoted.store.config import CONFIG_PATH
+    from mnoted.store.statedir import state_dir
     from mnoted.store.tokens import TokenStore
 
-    store = TokenStore(args.workspace.expanduser().resolve() / ".mnote" / "state")
-    if not store.path.parent.is_dir():
+    root = args.workspace.expanduser().resolve()
+    if not (root / CONFIG_PATH).is_file() or not (root / ".git").is_dir():
         print(
             f"mnote: {args.workspace} is not an mnoted workspace (run `mnote init` first)",
             file=sys.stderr,
         )
         return EXIT_USAGE
+    store = TokenStore(state_dir(root))
     if args.grant_cmd == "create":
         scopes = tuple(args.scope) or ("page.read",)
         unknown = [s for s in scopes if s not in ("page.read", "page.write", "artifact.write")]

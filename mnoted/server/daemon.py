@@ -43,6 +43,7 @@ from mnoted.server.unixsocket import bind_private
 from mnoted.service.actors import Actor
 from mnoted.service.executor import Service
 from mnoted.service.runner import RunnerConfig, WorkspaceRunner
+from mnoted.store.statedir import STATE_DIR
 from mnoted.store.tokens import TokenStore
 
 log = logging.getLogger("mnoted")
@@ -163,7 +164,7 @@ class Daemon:
         if hmac.compare_digest(token, self.token):
             return Actor.owner()
         for runner in list(self.runners.values()):
-            record = TokenStore(runner.root / ".mnote" / "state").find(token)
+            record = TokenStore(runner.root / STATE_DIR).find(token)
             if record is not None:
                 return Actor.from_token(record, workspace_id=runner.workspace_id)
         return None

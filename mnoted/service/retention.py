@@ -1,7 +1,7 @@
 """How long the workspace's own records outlive the writes they describe.
 
 Every agent write leaves about 4 KB beside its commit: its answer, kept to replay a retry
-(``.mnote/state/state.sqlite3``), and its review session with the preview
+(``.git/mnote/state/state.sqlite3``), and its review session with the preview
 (``reviews.sqlite3``), five times what the commit itself adds to ``.git``. Kept for ever,
 they outgrew the notes' history. Git keeps the writes themselves; these go once nobody can
 need them. What is still open (a proposal awaiting its review, a stale or failed one that

@@ -85,7 +85,6 @@ class WorkspaceRunner:
         self._last_reconcile = time.monotonic()
         self._index_flushed = time.monotonic()
         self._forgot_at: float | None = None  # (first at the first idle moment)
-        self._state_gone = False
         self._held: _Job | None = None  # a job taken from the queue that ended a group
         self._reconciled_generation = -1  # the watcher's generation the last full pass covers
         self._retry_at: float | None = None  # when a failed pass is tried again
@@ -303,21 +302,6 @@ class WorkspaceRunner:
             return
         log.info("workspace settings read again (approval mode %s)", config.approval_mode)
 
-    def _check_state(self) -> None:
-        """Say once in the log that ``.mnote/state`` was removed under the daemon (`git clean
-        -x` removes it: Git ignores it). The daemon goes on with what it holds open, but its
-        command journal and review sessions are on disk no more."""
-        assert self.ws is not None
-        gone = self.ws.state_removed()
-        if gone and not self._state_gone:
-            log.warning(
-                "%s was removed while mnoted ran (by `git clean -x`?): the command journal "
-                "and the review sessions kept there are no longer on disk; restart mnoted to "
-                "lay them out again (review sessions not yet answered are lost)",
-                self.ws.state_dir,
-            )
-        self._state_gone = gone
-
     def _on_idle(self, idle_done: bool) -> bool:
         assert self.ws is not None
         try:
@@ -327,7 +311,6 @@ class WorkspaceRunner:
             else:
                 self.ws.refresh_index_soon()  # takes in the one started, if it ended
             self._check_config()
-            self._check_state()
             now = time.monotonic()
             if self._forgot_at is None or now - self._forgot_at >= self.config.forget_every:
                 self._forgot_at = now

@@ -1,6 +1,6 @@
 """The command journal: a command's full intent, made durable before it touches anything.
 
-One file, ``.mnote/state/command.journal``, because the store lands one command (or one
+One file, ``.git/mnote/state/command.journal``, because the store lands one command (or one
 group of commands, journaled as their base, their last commit and each path's blob before
 and after the group) at a time.
 It names the branch, the parent commit, the new commit (already written to the object

@@ -1,6 +1,6 @@
 """Review sessions and frozen contexts of a workspace, kept across restarts.
 
-``.mnote/state/reviews.sqlite3`` (never committed). A session is a proposed write and its
+``.git/mnote/state/reviews.sqlite3`` (never committed). A session is a proposed write and its
 preview; it is not derivable from Git until it is applied (then its commit names it in a
 ``Mnote-Review-Session`` trailer). Like the rest of the store, a ``ReviewStore`` belongs to
 the thread that opened it.

@@ -1,4 +1,4 @@
-"""The sidecar database in ``.mnote/state/``: everything here can be rebuilt from Git.
+"""The sidecar database in ``.git/mnote/state/``: everything here can be rebuilt from Git.
 
 SQLite (stdlib) in WAL mode holds the path → (blob, revision, documentId) registry, the
 per-document change log used by history queries, the commands found by their trailers, the

@@ -5,7 +5,7 @@ branch's lock token. Creating a file is the slowest step of a write on a file sy
 has freed many inodes lately (ext4 checks the free inodes it passes when it allocates):
 0.12-1.2 ms each on this project's machine (``docs/store.md``), against ~0.01 ms to write
 10 KB into a file already open. A :class:`Spares` keeps a stock of empty files, open, in one
-folder (the state folder: ignored by Git, not watched), and refills it on its own thread
+folder (in the state folder, in the Git directory: not watched), and refills it on its own thread
 after each landing, while the writer runs the next commands. The writer writes into a
 spare, syncs it and renames it to its place: a rename across folders of one file system is
 as atomic as one inside a folder.
@@ -116,7 +116,7 @@ class Spares:
         """A spare to be put in a folder of device ``dev``; None: create the file in place.
         With ``used``, a file taken back first (one the caller fills with :meth:`Spare.fill`).
 
-        Someone may have removed spares (``git clean -x`` removes the whole state folder):
+        Someone may have removed spares (or the whole state folder):
         a spare whose name is gone is not handed out, and neither are the others then; with
         its folder gone, there are no more spares until the workspace is opened again.
         """

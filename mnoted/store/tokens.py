@@ -1,6 +1,6 @@
 """Agent tokens of a workspace: who may call, with which scopes, on which paths, until when.
 
-Kept in ``.mnote/state/tokens.json`` (mode 0600, never committed). Only a hash of each
+Kept in ``.git/mnote/state/tokens.json`` (mode 0600, never committed). Only a hash of each
 token is stored; the token itself is shown once, when the owner creates it.
 """
 

@@ -104,11 +104,11 @@ from mnoted.store.sidecar import Sidecar
 from mnoted.store.spares import Spares
 from mnoted.store.staged import staged as staged_paths
 from mnoted.store.statcache import Key, StatCache, key_of
+from mnoted.store.statedir import STATE_DIR, state_dir
 from mnoted.store.template import merged_gitignore, template_files
 from mnoted.store.worktree import FileWrites, disk_file, materialize, read_file
 
-STATE_DIR = ".mnote/state"
-SPARES_DIR = "spares"  # in STATE_DIR (mnoted.store.spares)
+SPARES_DIR = "spares"  # in the state folder (mnoted.store.spares)
 SIDECAR_NAME = "state.sqlite3"
 PROCESS_LOCK = "daemon.lock"
 COMMITTER = Identity("mnoted", indexer.COMMITTER_EMAIL)
@@ -145,7 +145,7 @@ class Workspace:
     ) -> None:
         self.root = root
         self.gitdir = root / ".git"
-        self.state_dir = root / STATE_DIR
+        self.state_dir = root / STATE_DIR  # made by `open` (statedir.state_dir)
         self.config = config
         self.idempotency = Idempotency(side, self._settled)
         self.sidecar = KeyValue(side, self._check_thread)
@@ -196,7 +196,7 @@ class Workspace:
         self._writer = packs.object_writer(self._staging, repo)  # new trees and commits
         self._builders = trees.Builders()  # the writer's, by the tree each holds
         # Files made ahead on a thread of their own, written instead of created (spares).
-        self._spares = Spares(root / STATE_DIR / SPARES_DIR)
+        self._spares = Spares(self.state_dir / SPARES_DIR)
         self._reopen_objects(retired=False)  # (opening drops them: `_recover`)
         self._levels: list[list[str]] = [[]]  # the packs this store wrote, by merge level
         self._pack_lock = threading.Lock()  # maintenance() and the writer's merges
@@ -277,17 +277,13 @@ class Workspace:
         root = Path(path).expanduser().resolve()
         repo = check_repository(root)
         config = WorkspaceConfig.load(root)
-        state = root / STATE_DIR
-        state.mkdir(parents=True, exist_ok=True)
-        ignore = state / ".gitignore"
-        if not ignore.exists():
-            write_atomic(ignore, b"*\n")
-        # In the Git directory, which `git clean -x` never empties (it removes .mnote/state,
-        # which Git ignores): a second daemon started after one would serve the folder too.
+        # In the Git directory, as the state is (store.statedir): a lock in the work tree
+        # went with `git clean -x`, and a second daemon started after it served the folder too.
         private = root / ".git" / "mnote"
         private.mkdir(exist_ok=True)
         lock_fd = take_process_lock(private / PROCESS_LOCK)
         try:
+            state = state_dir(root)
             # The store syncs what it writes itself, many objects at once (store.durable).
             pygit2.settings.enable_fsync_gitdir(False)
             # libgit2 caches no tree over 4 KB by default: every path looked up in a folder
@@ -914,12 +910,6 @@ class Workspace:
             "the branch kept moving while mnoted tried to commit external edits",
             hint="Another program is committing in this workspace; try again when it is done.",
         )
-
-    def state_removed(self) -> bool:
-        """Whether the sidecar or the command journal is gone from ``.mnote/state`` (`git
-        clean -x` removes them: Git ignores the folder). The store goes on with the files it
-        holds open, no longer on disk."""
-        return not (self.state_dir / SIDECAR_NAME).exists() or not self._journal.path.exists()
 
     def idle(self, *, background: bool = False) -> None:
         """Called by the writer thread when it has nothing queued: refresh the Git index

@@ -117,6 +117,15 @@ class DaemonProcess:
             ["git", *args], cwd=self.workspace, check=True, capture_output=True, text=True
         ).stdout
 
+    def wait_idle_clean(self, timeout: float = 60) -> None:
+        """Until ``git status`` is clean: the daemon brings Git's index in step once idle."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.git("status", "--porcelain") == "":
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"not clean when idle:\n{self.git('status', '--porcelain')[:2000]}")
+
 
 def fsck(root: Path) -> subprocess.CompletedProcess[str]:
     """``git fsck --strict`` of a repository a running daemon may repack meanwhile.

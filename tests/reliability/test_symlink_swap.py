@@ -132,15 +132,6 @@ def writer(
             refused[code] = refused.get(code, 0) + 1
 
 
-def wait_idle_clean(daemon: DaemonProcess, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if daemon.git("status", "--porcelain") == "":
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"not clean when idle:\n{daemon.git('status', '--porcelain')[:2000]}")
-
-
 @pytest.mark.timeout(300 + WRITES // 5)  # ~70 ms a write while the folder flips
 def test_parent_swapped_for_a_symlink_during_writes(daemon: DaemonProcess) -> None:
     ws = daemon.workspace
@@ -163,7 +154,7 @@ def test_parent_swapped_for_a_symlink_during_writes(daemon: DaemonProcess) -> No
     (ws / ".swap").mkdir()
     parked = ws / ".swap" / "sub"
     os.symlink(outside, parked)
-    wait_idle_clean(daemon)
+    daemon.wait_idle_clean()
     try:
         exchange(ws / "notes" / "sub", parked)
         exchange(ws / "notes" / "sub", parked)
@@ -229,7 +220,7 @@ def test_parent_swapped_for_a_symlink_during_writes(daemon: DaemonProcess) -> No
     client = daemon.client()
     _, resp = call(client, "mnote.page.save", PAGE, {"content": ["after the storm"]})
     assert resp["ok"], resp
-    wait_idle_clean(daemon)
+    daemon.wait_idle_clean()
     assert "after the storm" in (ws / PAGE).read_text()
     assert "after the storm" in daemon.git("show", f"HEAD:{PAGE}")
     checked = fsck(ws)  # the daemon may be merging packs meanwhile

@@ -119,7 +119,7 @@ def test_a_group_that_cannot_land_runs_each_call_alone(runner: WorkspaceRunner) 
     trailers = git(root, "log", "--format=%(trailers:key=Mnote-Idempotency-Key,valueonly)")
     assert sorted(t for t in trailers.split() if t) == sorted(f"k{k}-0" for k in range(PAGES))
     # one review record for each write, naming its commit: none left by the group that failed
-    store = ReviewStore(root / ".mnote" / "state")
+    store = ReviewStore(root / ".git" / "mnote" / "state")
     try:
         applied = store.list(states=("applied",))
     finally:

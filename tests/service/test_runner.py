@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import json
-import logging
 import os
 import subprocess
 import time
@@ -434,22 +433,3 @@ def test_an_edit_of_the_workspace_settings_is_committed_and_used(
     wait_for(lambda: "often" in git(runner.root, "show", "HEAD:.mnote/config.toml"))
     wait_for(lambda: any("settings stay as they were" in r.getMessage() for r in caplog.records))
     assert runner.ws.config.approval_mode == "yolo"
-
-
-def test_state_removed_by_git_clean_is_named_in_the_log_once(
-    runner: WorkspaceRunner, caplog: pytest.LogCaptureFixture
-) -> None:
-    """`git clean -fdx` removes .mnote/state (Git ignores it): the daemon went on silently
-    with its journal and review sessions on files no longer on disk."""
-    caplog.set_level(logging.WARNING, logger="mnoted.runner")
-    # (git may leave spares/ behind: the daemon makes spare files there meanwhile)
-    subprocess.run(["git", "clean", "-fdxq"], cwd=runner.root, capture_output=True)
-    assert not (runner.root / ".mnote/state/state.sqlite3").exists()
-
-    def warned() -> list[str]:
-        return [r.getMessage() for r in caplog.records if "was removed while" in r.getMessage()]
-
-    wait_for(lambda: len(warned()) == 1)
-    assert ".mnote/state" in warned()[0] and "restart mnoted" in warned()[0]
-    time.sleep(0.3)  # idle passes go on: still once
-    assert len(warned()) == 1

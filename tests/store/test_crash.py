@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from mnoted.errors import StorageError
 from mnoted.store import CommandMeta, Workspace, Write, durable, faults
 from mnoted.store.journal import JOURNAL_NAME, Entry, FileStep, Journal
-from mnoted.store.workspace import STATE_DIR
+from mnoted.store.statedir import STATE_DIR
 from tests.store.conftest import assert_clean, git
 
 WRITER = Path(__file__).with_name("crash_writer.py")

@@ -119,7 +119,7 @@ def test_rebuilt_sidecar_equals_the_incremental_one(
         incremental = _snapshot(ws)
         ws.rebuild()
         assert _snapshot(ws) == incremental
-    (root / ".mnote/state/state.sqlite3").unlink()
+    (root / ".git/mnote/state/state.sqlite3").unlink()
     with Workspace.open(root) as ws:
         assert _snapshot(ws) == incremental
 
@@ -129,9 +129,9 @@ def test_a_corrupt_sidecar_is_rebuilt(tmp_path: Path) -> None:
     with Workspace.init(root) as ws:
         ws.apply(M, [Write("a.md", b"a")])
         before = _snapshot(ws)
-    (root / ".mnote/state/state.sqlite3").write_bytes(b"this is not a database" * 100)
+    (root / ".git/mnote/state/state.sqlite3").write_bytes(b"this is not a database" * 100)
     for suffix in ("-wal", "-shm"):
-        (root / f".mnote/state/state.sqlite3{suffix}").unlink(missing_ok=True)
+        (root / f".git/mnote/state/state.sqlite3{suffix}").unlink(missing_ok=True)
     with Workspace.open(root) as ws:
         assert _snapshot(ws) == before
 

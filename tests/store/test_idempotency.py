@@ -50,7 +50,7 @@ def test_results_survive_restart_and_rebuild(tmp_path: Path) -> None:
         ws.rebuild()  # keeps stored results whose commit is still in history
         rec = ws.idempotency.lookup("k1")
         assert rec is not None and rec.result_json is not None
-    (root / ".mnote/state/state.sqlite3").unlink()
+    (root / ".git/mnote/state/state.sqlite3").unlink()
     with Workspace.open(root) as ws:  # rebuilt from trailers alone
         rec = ws.idempotency.lookup("k1")
         assert rec is not None and rec.commit == first.commit and rec.request_hash == "h1"

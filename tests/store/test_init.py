@@ -10,6 +10,7 @@ import pytest
 
 from mnoted.errors import LockBusy, WorkspaceInvalid
 from mnoted.store import CommandMeta, Workspace, Write, template_files
+from mnoted.store.statedir import STATE_DIR
 from tests.store.conftest import assert_clean, git
 
 
@@ -132,7 +133,7 @@ def test_init_adopts_a_repository_with_history(tmp_path: Path) -> None:
         assert ws.revision_of("a.md") == before
     assert git(root, "rev-parse", "HEAD~1").strip() == before
     ignore = (root / ".gitignore").read_text()
-    assert ignore.startswith("*.log\n") and ".mnote/state/" in ignore
+    assert ignore.startswith("*.log\n") and ".mnote-tmp-*" in ignore
     assert_clean(root)
 
 
@@ -207,12 +208,11 @@ def test_one_process_per_workspace(ws: Workspace) -> None:
     with pytest.raises(LockBusy) as info:
         Workspace.open(ws.root)
     assert info.value.details["path"].endswith("daemon.lock")
-    # `git clean -fdx` removes .mnote/state (Git ignores it): the lock held there went with
-    # it, and a second daemon served the same folder.
-    # (git may leave spares/ behind: the store makes spare files there meanwhile)
-    subprocess.run(["git", "clean", "-fdxq"], cwd=ws.root, capture_output=True)
-    assert not (ws.root / ".mnote/state/state.sqlite3").exists()
-    assert ws.state_removed()
+    # `git clean -fdx` removed the work tree's .mnote/state (Git ignores it) with the lock
+    # then held there, and a second daemon served the same folder. Lock and state are in
+    # the Git directory now, where it does not reach.
+    subprocess.run(["git", "clean", "-fdxq"], cwd=ws.root, check=True)
+    assert (ws.root / STATE_DIR / "state.sqlite3").is_file()
     with pytest.raises(LockBusy):
         Workspace.open(ws.root)
 

@@ -19,7 +19,8 @@ import pytest
 from mnoted.store import CommandMeta, Delete, Workspace, Write, dirfd, durable, worktree
 from mnoted.store.journal import Entry, FileStep
 from mnoted.store.spares import FIRST_STOCK, PREFIX, STOCK, Spares
-from mnoted.store.workspace import SPARES_DIR, STATE_DIR
+from mnoted.store.statedir import STATE_DIR
+from mnoted.store.workspace import SPARES_DIR
 from tests.store.conftest import assert_clean, git
 
 

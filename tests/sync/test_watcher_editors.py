@@ -386,10 +386,10 @@ def test_slow_writer_is_not_settled_half_way(
 def test_own_write_from_a_spare_file_is_dropped_early(
     workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink, quiet: QuietFn
 ) -> None:
-    """The store writes most files in a spare made in its state folder (not watched) and
+    """The store writes most files in a spare made in its state folder (in .git: not watched) and
     renames it into place: the page's folder sees only the IN_MOVED_TO."""
     seed(workspace)
-    spares = workspace / ".mnote" / "state" / "spares"
+    spares = workspace / ".git" / "mnote" / "state" / "spares"
     spares.mkdir(parents=True)
     watcher = make_watcher()
     assert_own_rename_dropped(workspace, watcher, sink, quiet, spares / "spare-1-1")
@@ -418,7 +418,7 @@ def test_own_write_exchanged_with_the_old_file_is_dropped_early(
     old file out and the new one in: the page's folder sees an IN_MOVED_FROM and then an
     IN_MOVED_TO of the same name, both dropped while the name holds the store's bytes."""
     seed(workspace)
-    spares = workspace / ".mnote" / "state" / "spares"
+    spares = workspace / ".git" / "mnote" / "state" / "spares"
     spares.mkdir(parents=True)
     watcher = make_watcher()
     data = b"# x\nwritten by mnoted\n"
