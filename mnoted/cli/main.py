@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mnoted.cli.client import Client, Unreachable
-from mnoted.cli.output import print_json, print_response, print_tools
+from mnoted.cli.output import print_json, print_response, print_status, print_tools
 from mnoted.core.names import BLOCK_COMMANDS
 from mnoted.errors import MnoteError
 
@@ -428,7 +428,10 @@ def main(argv: list[str] | None = None) -> int:
             _, health = client.request("GET", "/v1/health")
             status, body = client.request("GET", "/v1/workspaces")
             out = {"daemon": health, **(body if status == 200 else {"error": body.get("error")})}
-            print_json(out)
+            if args.json or status != 200:
+                print_json(out)
+            else:
+                print_status(health, body["workspaces"])
             return EXIT_OK if status == 200 else EXIT_TOOL
         if args.cmd == "tools":
             _, body = client.request("GET", "/v1/tools")

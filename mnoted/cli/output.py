@@ -170,3 +170,48 @@ def print_session(session: dict[str, Any], color: bool) -> None:
     ]
     if allowed:
         print(f"  next: mnote review {'|'.join(allowed)} {session['sessionId']}")
+
+
+def print_status(health: dict[str, Any], workspaces: list[dict[str, Any]]) -> None:
+    """`mnote status` for a person: the daemon, then each workspace's branch, watcher and
+    what is not committed, with why."""
+    up = health.get("uptimeSeconds")
+    print(
+        f"mnoted {health.get('version')} (pid {health.get('pid')}, up {up:.0f} s) "
+        f"on {health.get('socket')}"
+        if up is not None
+        else f"mnoted: {health}"
+    )
+    for ws in workspaces:
+        print(f"{ws['workspaceId']}  {ws.get('root') or ''}".rstrip())
+        watcher = ws.get("watcher")
+        if watcher is None:
+            seen = "watcher off"
+        else:
+            seen = f"watcher {watcher['state']}, {watcher['watchCount']:,} watches"
+            if watcher.get("overflows"):
+                seen += f", {watcher['overflows']} overflows (a full pass followed each)"
+            if watcher.get("lastError"):
+                seen += f"; last error: {watcher['lastError']}"
+        refused = ws.get("refused")
+        if refused is not None:
+            print(f"  commits refused: {refused.get('message')}; {seen}")
+            if refused.get("hint"):
+                print(f"  hint: {refused['hint']}")
+            continue
+        if ws.get("busy"):
+            print(f"  busy with a long commit; {seen} (ask again in a moment)")
+            continue
+        branch = (ws.get("branch") or "").removeprefix("refs/heads/")
+        print(f"  branch {branch} at {(ws.get('head') or '')[:12]}; {seen}")
+        count = ws.get("pendingChanges") or 0
+        if not count:
+            print("  everything on disk is committed")
+            continue
+        print(f"  {count} {'file' if count == 1 else 'files'} not committed:")
+        listed = ws.get("uncommitted") or []
+        for item in listed:
+            why = item.get("reason") or "committed once the watcher sees it quiet"
+            print(f"    {item['path']}: {why}")
+        if count > len(listed):
+            print(f"    ... and {count - len(listed)} more (`git status` lists them all)")

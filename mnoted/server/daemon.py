@@ -239,10 +239,9 @@ class Daemon:
                     self.config.limits.request_seconds,
                 )
             except TimeoutError:  # the workspace's thread is still busy (a huge commit)
-                status = {"head": None, "branch": None, "pendingChanges": None, "busy": True}
+                status = {**_NO_STATUS, "busy": True}
             except MnoteError as exc:  # the repository refuses commits now (HEAD detached, ...)
-                status = {"head": None, "branch": None, "pendingChanges": None,
-                          "refused": exc.to_dict()}  # fmt: skip
+                status = {**_NO_STATUS, "refused": exc.to_dict()}
             out.append(
                 {
                     "workspaceId": wid,
@@ -345,10 +344,16 @@ class Daemon:
         log.info("stopped")
 
 
+UNCOMMITTED_LISTED = 50
+"""How many of a workspace's uncommitted paths its status names (each with its reason)."""
+_NO_STATUS: dict[str, Any] = dict.fromkeys(("head", "branch", "pendingChanges", "uncommitted"))
+
+
 def _runner_status(runner: WorkspaceRunner) -> dict[str, Any]:
     ws = runner.ws
     assert ws is not None
-    return {"head": ws.head, "branch": ws.branch, "pendingChanges": runner.pending_changes()}
+    count, listed = runner.uncommitted(UNCOMMITTED_LISTED)
+    return {"head": ws.head, "branch": ws.branch, "pendingChanges": count, "uncommitted": listed}
 
 
 GC_THRESHOLDS = (50_000, 20, 100)

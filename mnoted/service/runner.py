@@ -454,28 +454,45 @@ class WorkspaceRunner:
         return 1
 
     def _warn_if_skipped(self, path: str) -> None:
-        """Say so when an edit stays uncommitted: a new file over the size limit, or a file
-        with several hard links (``store.paths.hard_linked``) that differs from HEAD."""
+        """Say so when an edit stays uncommitted (:meth:`skip_reason`): in the log and as a
+        ``skipped`` event."""
+        assert self.ws is not None
+        reason = self.skip_reason(path)
+        if reason is None:
+            return
+        log.warning("not committing %s: %s", path, reason)
+        self.service.events.publish(
+            "skipped", workspaceId=self.ws.workspace_id, path=path, reason=reason
+        )
+
+    def skip_reason(self, path: str) -> str | None:
+        """Why an edit of ``path`` is kept out of the history, with the way out: a new file
+        over the size limit, or a file with several hard links (``store.paths.hard_linked``)
+        that differs from HEAD. None: nothing keeps it out."""
         assert self.ws is not None
         try:
             st = os.lstat(self.root / path)  # never through a symlink
         except (OSError, ValueError):
-            return
+            return None
         limit = self.ws.config.max_file_bytes
         if st.st_size > limit and self.ws.blob_id(path) is None:
-            log.warning(
-                "not committing %s: %d bytes is over the %d-byte limit", path, st.st_size, limit
+            return (
+                f"{st.st_size:,} bytes, over the {limit:,}-byte file limit: raise [limits] "
+                f"maxFileBytes in {CONFIG_PATH}, or add the file to .gitignore"
             )
-            reason = f"over the {limit}-byte file limit (.mnote/config.toml maxFileBytes)"
-        elif stat.S_ISREG(st.st_mode) and st.st_nlink > 1 and self.ws.differs_on_disk(path):
+        if stat.S_ISREG(st.st_mode) and st.st_nlink > 1 and self.ws.differs_on_disk(path):
             refused = hard_linked(path, st.st_nlink)
-            log.warning("not committing %s: %s. %s", path, refused.message, refused.hint)
-            reason = f"{st.st_nlink} hard links (a `cp -al` backup?): {refused.hint}"
-        else:
-            return
-        self.service.events.publish(
-            "skipped", workspaceId=self.ws.workspace_id, path=path, reason=reason
-        )
+            return f"{refused.message}. {refused.hint}"
+        return None
+
+    def uncommitted(self, limit: int) -> tuple[int, list[dict[str, str | None]]]:
+        """How many paths differ from HEAD (:meth:`pending_changes`), and the first ``limit``
+        of them by name, each with what keeps it out of the history (None: nothing; the
+        watcher commits it once quiet)."""
+        paths = self.pending_changes()
+        return len(paths), [
+            {"path": path, "reason": self.skip_reason(path)} for path in paths[:limit]
+        ]
 
     def _open_grant(self, path: str) -> dict[str, Any] | None:
         """The open file grant on ``path``, whose holder owns edits made there."""
@@ -540,8 +557,8 @@ class WorkspaceRunner:
             self.watcher.mark_reconciled(generation)
         return made
 
-    def pending_changes(self) -> int:
-        """How many paths differ from HEAD, without a walk of the whole work tree.
+    def pending_changes(self) -> list[str]:
+        """The paths that differ from HEAD, sorted, without a walk of the whole work tree.
 
         While the watcher runs and has asked for no pass, a difference is one of the paths
         the last pass found or a batch named since (what could not be committed); only
@@ -550,9 +567,9 @@ class WorkspaceRunner:
         assert self.ws is not None
         health = self.watcher.health() if self.watcher is not None else None
         if health is None or not health.running or health.needs_reconcile:
-            return len(self.ws.scan_changes())
+            return sorted(self.ws.scan_changes())
         self._unsettled = set(self.ws.scan_changes(self._unsettled))
-        return len(self._unsettled)
+        return sorted(self._unsettled)
 
     def _reconcile_or_retry(self, reason: str, *, signal: int | None = None) -> int:
         """:meth:`_reconcile`, tried again in idle time while the workspace refuses it (HEAD

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from mnoted.cli.output import pad
 from tests.e2e.conftest import DaemonProcess
@@ -114,3 +116,39 @@ def test_grant_list_says_which_tokens_no_longer_act(daemon: DaemonProcess) -> No
     assert states["brief"] == "expired" and states["lasting"] == "active"
     listed = mnote(daemon, "grant", "list", *where).stdout
     assert any("brief" in line and " expired " in line for line in listed.splitlines())
+
+
+def test_status_names_what_is_not_committed_and_why(daemon: DaemonProcess, tmp_path: Path) -> None:
+    """`mnote status` printed the daemon's JSON and a bare count of uncommitted files; a
+    photo over the size limit, or a note hard-linked by a backup, stayed out of the history
+    with nothing but a log line to say which or why."""
+    photo = daemon.workspace / "attachments" / "photo.png"
+    photo.parent.mkdir()
+    photo.write_bytes(b"\x89PNG" + bytes(2_000_000))
+    os.link(daemon.workspace / "plan.md", tmp_path / "backup.md")
+    with (daemon.workspace / "plan.md").open("a") as fh:  # saved in place: the link sees it
+        fh.write("\nEdited in place.\n")
+    deadline = time.monotonic() + 20
+    while True:
+        shown = mnote(daemon, "status")
+        assert shown.returncode == 0, shown.stderr
+        if "2 files not committed" in shown.stdout or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    lines = shown.stdout.splitlines()
+    assert lines[0].startswith("mnoted ") and "branch main at " in shown.stdout, shown.stdout
+    assert "  2 files not committed:" in lines, shown.stdout
+    photo_line = next(line for line in lines if "attachments/photo.png:" in line)
+    assert "2,000,004 bytes, over the 1,048,576-byte file limit" in photo_line
+    assert "maxFileBytes in .mnote/config.toml" in photo_line
+    plan_line = next(line for line in lines if line.startswith("    plan.md:"))
+    assert "2 hard links" in plan_line and "cp 'plan.md' 'plan.md.new'" in plan_line
+
+    as_json = json.loads(mnote(daemon, "status", "--json").stdout)
+    ws = as_json["workspaces"][0]
+    assert ws["pendingChanges"] == 2
+    assert [u["path"] for u in ws["uncommitted"]] == ["attachments/photo.png", "plan.md"]
+    photo.unlink()
+    (daemon.workspace / "plan.md").unlink()  # the backup keeps its bytes; the page goes
+    daemon.wait_idle_clean()
+    assert "everything on disk is committed" in mnote(daemon, "status").stdout
