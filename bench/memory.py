@@ -8,7 +8,8 @@ socket, appends a line to every third of the first 3,000 notes in turn and reads
 them with `mnote.doc.fetch`, until `--writes` writes were made. The daemon's resident set
 (`VmRSS`) and the part of it not backed by a file (`RssAnon`: the heap, where a leak
 shows) are printed every `--every` writes, each as a ratio to its value when the daemon
-was ready (the reference, measured in the same run).
+was ready (the reference, measured in the same run), with the rate of writes (and their
+reads) over those last writes: a daemon that slowed as it aged would show it there.
 
     python bench/memory.py [--files 10000] [--writes 20000] [--every 2000]
 """
@@ -50,7 +51,7 @@ def main() -> None:
             rss0, anon0 = status_mb(daemon.proc.pid, "VmRSS", "RssAnon")
             print(f"workspace of {args.files:,} files, {len(notes):,} notes written in turn")
             print(f"  {'when ready':<24} RSS {rss0:6.0f} MB   heap (RssAnon) {anon0:6.0f} MB")
-            writes, t0 = 0, time.perf_counter()
+            writes, last = 0, time.perf_counter()
             while writes < args.writes:
                 for i, note in enumerate(notes):
                     got = client.request(
@@ -67,7 +68,8 @@ def main() -> None:
                     writes += 1
                     if writes % args.every == 0:
                         rss, anon = status_mb(daemon.proc.pid, "VmRSS", "RssAnon")
-                        rate = writes / (time.perf_counter() - t0)
+                        now = time.perf_counter()
+                        rate, last = args.every / (now - last), now
                         label = f"after {writes:,} writes"
                         print(
                             f"  {label:<24} RSS {rss:6.0f} MB ({rss / rss0:4.2f}x)"

@@ -14,7 +14,7 @@ A page's file that a write replaces is taken back as a spare rather than freed: 
 file is *exchanged* with the old one (``renameat2(RENAME_EXCHANGE)``), which leaves the old
 one at the spare's name, and the next write overwrites it. On ext4 an exchange costs about
 a seventh of a rename over a file (the old file's blocks are not freed) and the overwrite's
-fsync about half a new file's (no blocks to allocate): ``docs/performance.md``.
+fsync about half a new file's (no blocks to allocate): ``docs/performance-log.md``.
 A file is only taken back when reusing it cannot be told from a new file by anyone:
 
 - mnoted put it in place itself and nobody changed it since (its ctime is the one recorded
@@ -157,7 +157,7 @@ class Spares:
 
         The writer calls it after a landing, not as it takes spares: files created while
         the landing renamed and synced its own made one agent's writes 10-14% slower
-        (``docs/performance.md``).
+        (``docs/store.md``, *Spare files*).
         """
         if self._thread is None:
             self._thread = threading.Thread(target=self._fill, name="mnoted-spares", daemon=True)

@@ -103,6 +103,11 @@ class DaemonProcess:
 
     def stop(self) -> int:
         assert self.proc is not None
+        if self.proc.poll() is not None and self.proc.returncode != 0:
+            # it died under the test: its log is the first thing to read (pytest shows it
+            # with the failure)
+            tail = self.log.read_text()[-8000:]
+            print(f"the daemon had exited with {self.proc.returncode}:\n{tail}")
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:

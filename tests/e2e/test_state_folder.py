@@ -7,11 +7,9 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from pathlib import Path
 from typing import Any
 
 from mnoted.cli.client import Client
-from mnoted.store import Workspace
 from mnoted.store.statedir import LEGACY_STATE_DIR, STATE_DIR
 from tests.e2e.conftest import DaemonProcess
 
@@ -53,21 +51,14 @@ def test_git_clean_and_stash_all_keep_grants_and_review_sessions(daemon: DaemonP
     daemon.wait_idle_clean()
 
 
-def test_a_state_folder_left_in_the_work_tree_is_moved_whole(tmp_path: Path) -> None:
+def test_a_state_folder_left_in_the_work_tree_is_moved_whole(daemon: DaemonProcess) -> None:
     """A workspace served by an earlier mnoted: its grants and sessions, and the sidecar
     with its write-ahead log, come along to .git/mnote/state, and the work tree keeps only
     the committed .mnote/config.toml."""
-    base = tmp_path
-    root = base / "notes"
-    Workspace.init(root).close()
-    (root / "plan.md").write_text("# Plan\n")
-    d = DaemonProcess(base, root)
-    d.start()
-    try:
-        token = d.agent_token("hermes", "page.write")
-        session = append_held_for_review(d.client(token=token))
-    finally:
-        d.stop()
+    root = daemon.workspace
+    token = daemon.agent_token("hermes", "page.write")
+    session = append_held_for_review(daemon.client(token=token))
+    daemon.stop()
     # The layout an earlier mnoted left: the whole folder in the work tree, ignored by its
     # own .gitignore, with what the last run wrote still in the sidecar's log.
     state = root / STATE_DIR
@@ -76,20 +67,16 @@ def test_a_state_folder_left_in_the_work_tree_is_moved_whole(tmp_path: Path) -> 
     shutil.move(state, root / LEGACY_STATE_DIR)
 
     # `mnote grant list` (no daemon running) moves it, and sees the grant.
-    listed = d.cli("--json", "grant", "list", "--workspace", str(root))
+    listed = daemon.cli("--json", "grant", "list", "--workspace", str(root))
     assert listed.returncode == 0, listed.stderr
     assert [g["actorId"] for g in json.loads(listed.stdout)] == ["hermes"]
     assert not (root / LEGACY_STATE_DIR).exists() and not (state / ".gitignore").exists()
 
     # Moved back once more: the daemon moves it at start, and serves what it held.
     shutil.move(state, root / LEGACY_STATE_DIR)
-    d.start()
-    try:
-        assert not (root / LEGACY_STATE_DIR).exists()
-        agent = d.client(token=token)
-        got = call(agent, "mnote.review.get", sessionId=session)
-        assert got["result"]["state"] == "awaiting_user", got
-        d.wait_idle_clean()
-        assert sorted(p.name for p in (root / ".mnote").iterdir()) == ["config.toml"]
-    finally:
-        d.stop()
+    daemon.start()
+    assert not (root / LEGACY_STATE_DIR).exists()
+    got = call(daemon.client(token=token), "mnote.review.get", sessionId=session)
+    assert got["result"]["state"] == "awaiting_user", got
+    daemon.wait_idle_clean()
+    assert sorted(p.name for p in (root / ".mnote").iterdir()) == ["config.toml"]
