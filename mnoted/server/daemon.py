@@ -36,6 +36,7 @@ from mnoted.errors import (
     Timeout,
     WorkspaceInvalid,
 )
+from mnoted.server.allocator import fix_thresholds
 from mnoted.server.app import Limits, build_app
 from mnoted.server.locations import config_dir, default_socket_path, owner_token
 from mnoted.server.sdnotify import notify, watchdog_interval
@@ -378,6 +379,7 @@ def run(config: DaemonConfig) -> int:
     # The modules loaded so far never become garbage: keep them out of its walks too.
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
+    fix_thresholds()
     try:
         asyncio.run(daemon.serve())
     except MnoteError as exc:

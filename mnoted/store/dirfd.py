@@ -154,12 +154,24 @@ def read_at(fd: int, name: str, *, links_ok: bool = False) -> tuple[bytes, os.st
         raise PathRejected(f"cannot read {name!r}: {exc.strerror}", path=name) from exc
     try:
         st = _regular(os.fstat(file_fd), name, links_ok=links_ok)
-        chunks = []
-        while chunk := os.read(file_fd, 1 << 20):
-            chunks.append(chunk)
+        data = read_all(file_fd, st.st_size)
     finally:
         os.close(file_fd)
-    return b"".join(chunks), st
+    return data, st
+
+
+def read_all(file_fd: int, size: int) -> bytes:
+    """The rest of an open regular file whose ``fstat`` gave ``size``: one read of ``size`` + 1
+    bytes, not a 1 MiB buffer made and shrunk to a note's 10 KB; a file that grew meanwhile
+    is read to its end."""
+    want = size + 1
+    chunks = []
+    while chunk := os.read(file_fd, want):
+        chunks.append(chunk)
+        if len(chunk) < want:  # a short read of a regular file: its end
+            break
+        want = 1 << 16
+    return b"".join(chunks)
 
 
 _libc = ctypes.CDLL(None, use_errno=True)

@@ -280,9 +280,7 @@ def _hash_at(fd: int, name: str, st: os.stat_result) -> tuple[str, os.stat_resul
         opened = os.fstat(file_fd)
         if not stat.S_ISREG(opened.st_mode):
             return None
-        chunks = []
-        while chunk := os.read(file_fd, 1 << 20):
-            chunks.append(chunk)
+        data = dirfd.read_all(file_fd, opened.st_size)
     finally:
         os.close(file_fd)
-    return blob_id(b"".join(chunks)), opened
+    return blob_id(data), opened

@@ -89,7 +89,7 @@ def _digest(name: str, folder_fd: int | None) -> Content | None:
             return None
         digest = hashlib.sha1(b"blob %d\0" % st.st_size, usedforsecurity=False)
         size = 0
-        while chunk := os.read(fd, _CHUNK):
+        while chunk := os.read(fd, min(_CHUNK, st.st_size + 1)):  # (no 1 MiB buffer for 10 KB)
             digest.update(chunk)
             size += len(chunk)
         if size != st.st_size:  # changed under us: let the next event decide
