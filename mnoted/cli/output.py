@@ -188,7 +188,9 @@ def print_status(health: dict[str, Any], workspaces: list[dict[str, Any]]) -> No
         if watcher is None:
             seen = "watcher off"
         else:
-            seen = f"watcher {watcher['state']}, {watcher['watchCount']:,} watches"
+            seen = f"watcher {watcher['state']}"
+            if watcher.get("watchCount") is not None:  # (none when it could not start)
+                seen += f", {watcher['watchCount']:,} watches"
             if watcher.get("overflows"):
                 seen += f", {watcher['overflows']} overflows (a full pass followed each)"
             if watcher.get("lastError"):

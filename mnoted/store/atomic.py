@@ -9,6 +9,7 @@ the write cannot redirect it out of the workspace.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -38,8 +39,21 @@ def in_folder(folder: str, action: Callable[[], _T]) -> _T:
     try:
         return action()
     except FileNotFoundError:
-        os.makedirs(folder, exist_ok=True)
+        make_git_folders(folder)
         return action()
+
+
+def make_git_folders(folder: str | os.PathLike[str]) -> None:
+    """Make ``folder`` and its missing parents inside a Git directory that exists, never the
+    Git directory itself nor what holds it: a workspace moved away while the daemon ran was
+    made again at its old path (an empty ``.git`` with an index and a lock folder), and the
+    folder could not be put back. :class:`FileNotFoundError` then."""
+    path = os.path.abspath(folder)
+    while not os.path.isdir(path):
+        if os.path.basename(path) == ".git" or os.path.dirname(path) == path:
+            raise FileNotFoundError(errno.ENOENT, "the Git directory is gone", str(folder))
+        path = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
 
 
 def make_dirs(root: Path, folder: Path) -> None:

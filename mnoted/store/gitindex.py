@@ -20,7 +20,7 @@ from pathlib import Path
 import pygit2
 
 from mnoted.store import gitlock, indexstat, trees
-from mnoted.store.atomic import fsync_dir
+from mnoted.store.atomic import fsync_dir, make_git_folders
 
 PRIVATE_INDEX = "mnote/index.next"
 
@@ -77,7 +77,7 @@ class GitIndex:
     def _load(self, index_path: Path, private: Path) -> pygit2.Index:
         if self._cached is not None and self._stamp == indexstat.stamp(index_path):
             return self._cached
-        private.parent.mkdir(parents=True, exist_ok=True)
+        make_git_folders(private.parent)
         # leftovers of a crash (ours alone: the workspace's process lock is held)
         for stale in (private, private.with_name(private.name + ".lock")):
             with contextlib.suppress(FileNotFoundError):

@@ -24,8 +24,9 @@ from pathlib import Path
 
 import pygit2
 
+from mnoted.errors import MnoteError
 from mnoted.store import packs
-from mnoted.store.atomic import fsync_dir
+from mnoted.store.atomic import fsync_dir, make_git_folders
 
 log = logging.getLogger(__name__)
 _FANOUT = re.compile(r"^[0-9a-f]{2}$")
@@ -95,7 +96,7 @@ def _write_pack(gitdir: Path, oids: list[pygit2.Oid]) -> int:
     pack_dir = gitdir / "objects" / "pack"
     staging = packs.staging_dir(pack_dir)
     shutil.rmtree(staging, ignore_errors=True)  # a run killed before it published
-    staging.mkdir(parents=True)
+    make_git_folders(staging)
     repo = pygit2.Repository(str(gitdir))
 
     def delegate(builder: pygit2.PackBuilder) -> None:
@@ -171,6 +172,8 @@ class Maintainer:
                 continue
             try:
                 self._run()
+            except MnoteError as exc:  # the folder moved away, say: the runner says so too
+                log.warning("background packing skipped: %s", exc.message)
             except Exception:  # a full disk, say: tried again after the next write
                 log.exception("background packing failed; it runs again after the next write")
             self._done_after = last

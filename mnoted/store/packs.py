@@ -38,7 +38,7 @@ from pathlib import Path
 import pygit2
 
 from mnoted.store import dirfd, durable, faults
-from mnoted.store.atomic import fsync_dir, in_folder
+from mnoted.store.atomic import fsync_dir, in_folder, make_git_folders
 from mnoted.store.spares import Spare, Spares
 
 STORED_FROM = 64 * 1024
@@ -429,7 +429,7 @@ def retire(pack_dir: Path, names: Iterable[str]) -> None:
     thread.
     """
     retired = retired_dir(pack_dir)
-    retired.mkdir(parents=True, exist_ok=True)
+    make_git_folders(retired)
     for name in names:
         for suffix in (".idx", ".rev", ".pack"):
             with contextlib.suppress(FileNotFoundError):  # (no .rev; removed meanwhile)

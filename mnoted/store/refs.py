@@ -31,18 +31,23 @@ class HeadMoved(Exception):
         self.current = current
 
 
+def gone(gitdir: Path) -> WorkspaceInvalid:
+    """The error for a Git directory that is no longer there, and the way back."""
+    return WorkspaceInvalid(
+        f"the workspace's repository {gitdir} is gone: was its folder moved or deleted?",
+        hint=f"Put the folder back at {gitdir.parent}: writes go on at once, and edits"
+        " made meanwhile are committed. A folder moved for good is served from its new"
+        " path once mnoted is restarted with it.",
+    )
+
+
 def current_branch(gitdir: Path) -> str:
     """``refs/heads/<name>`` that HEAD points at; a detached HEAD is refused."""
     try:
         head = _read(gitdir, "HEAD").decode("utf-8", "replace").strip()
     except OSError as exc:
         if not gitdir.is_dir():  # the workspace's folder moved or deleted under the daemon
-            raise WorkspaceInvalid(
-                f"the workspace's repository {gitdir} is gone: was its folder moved or deleted?",
-                hint=f"Put the folder back at {gitdir.parent}: writes go on at once, and edits"
-                " made meanwhile are committed. A folder moved for good is served from its new"
-                " path once mnoted is restarted with it.",
-            ) from exc
+            raise gone(gitdir) from exc
         raise WorkspaceInvalid(f"cannot read {gitdir / 'HEAD'}: {exc.strerror}") from exc
     if not head.startswith("ref: refs/heads/"):
         raise WorkspaceInvalid(

@@ -1002,7 +1002,10 @@ class Workspace:
         )
 
     def maintenance(self, *, min_objects: int = 1) -> PackReport:
-        """Pack loose objects, merge packs (any thread; uses its own Repository)."""
+        """Pack loose objects, merge packs (any thread; uses its own Repository).
+        :class:`WorkspaceInvalid` if the Git directory is gone (its folder moved away)."""
+        if not self.gitdir.is_dir():
+            raise refs.gone(self.gitdir)
         with self._pack_lock:
             report = pack_loose_objects(self.gitdir, min_objects=min_objects)
             if report.merged_packs:

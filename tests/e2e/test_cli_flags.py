@@ -9,7 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from mnoted.cli.output import pad
+import pytest
+
+from mnoted.cli.output import pad, print_status
 from tests.e2e.conftest import DaemonProcess
 
 
@@ -152,3 +154,44 @@ def test_status_names_what_is_not_committed_and_why(daemon: DaemonProcess, tmp_p
     (daemon.workspace / "plan.md").unlink()  # the backup keeps its bytes; the page goes
     daemon.wait_idle_clean()
     assert "everything on disk is committed" in mnote(daemon, "status").stdout
+
+
+def test_status_of_a_workspace_whose_folder_went(daemon: DaemonProcess, tmp_path: Path) -> None:
+    """A folder moved away under the daemon: `mnote status` says so (it stopped with a
+    traceback: the watcher has no watches to count), and the folder can be put back."""
+    moved = tmp_path / "elsewhere"
+    daemon.workspace.rename(moved)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            shown = mnote(daemon, "status")
+            if "commits refused" in shown.stdout or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert shown.returncode == 0, shown.stderr
+        assert "Traceback" not in shown.stderr
+        assert "was its folder moved or deleted?" in shown.stdout, shown.stdout
+        assert f"hint: Put the folder back at {daemon.workspace}" in shown.stdout
+        # nothing made again at the old path (an empty .git with an index and a lock
+        # folder was, by the index's idle refresh, and the folder could not be put back)
+        assert not daemon.workspace.exists(), sorted(daemon.workspace.rglob("*"))
+    finally:
+        moved.rename(daemon.workspace)
+    deadline = time.monotonic() + 20
+    while "branch main at" not in mnote(daemon, "status").stdout:
+        assert time.monotonic() < deadline, "the folder put back is not served again"
+        time.sleep(0.2)
+
+
+def test_status_of_a_watcher_that_could_not_start(capsys: pytest.CaptureFixture[str]) -> None:
+    """What the daemon answers for a workspace whose folder went before its watcher started
+    (no watches to count): printed, not a traceback."""
+    watcher = {"state": "failed", "watchCount": None, "overflows": 0, "pending": 0,
+               "needsReconcile": True, "lastError": "cannot watch /n: No such file"}  # fmt: skip
+    refused = {"message": "the workspace's repository /n/.git is gone", "hint": "Put it back."}
+    health = {"version": "0.1.0", "pid": 1, "uptimeSeconds": 5.0, "socket": "/s"}
+    print_status(health, [{"workspaceId": "ws_1", "root": "/n", "watcher": watcher,
+                           "refused": refused}])  # fmt: skip
+    out = capsys.readouterr().out
+    assert "commits refused: the workspace's repository /n/.git is gone; watcher failed;" in out
+    assert "last error: cannot watch /n" in out and "  hint: Put it back." in out

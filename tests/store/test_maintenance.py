@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from mnoted.errors import WorkspaceInvalid
 from mnoted.store import (
     CommandMeta,
     Maintainer,
@@ -206,3 +207,36 @@ def test_a_failed_run_does_not_stop_the_maintainer() -> None:
         assert runs == [106.0, 113.0]
     finally:
         m.stop()
+
+
+def test_a_repository_moved_away_is_skipped_with_a_word(
+    ws: Workspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The workspace's folder moved away under the daemon: idle packing logged a traceback
+    (`os.listdir` of the objects folder), and nothing may be made at the old path."""
+    ws.apply(CommandMeta("x", actor="hermes"), [Write("a.md", b"# A\n")])
+    moved = ws.root.with_name(ws.root.name + "-elsewhere")
+    ws.root.rename(moved)
+    try:
+        with pytest.raises(WorkspaceInvalid, match="is gone: was its folder moved"):
+            ws.maintenance()
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                ws.maintenance()
+            finally:
+                done.set()
+
+        m = Maintainer(run, lambda: 0.0, idle_seconds=0, poll_seconds=0.01, clock=lambda: 1.0)
+        with caplog.at_level("WARNING", logger="mnoted.store.maintenance"):
+            m.start()
+            try:
+                assert done.wait(2)
+            finally:
+                m.stop()
+        assert [r.levelname for r in caplog.records] == ["WARNING"]
+        assert "background packing skipped" in caplog.records[0].getMessage()
+        assert not ws.root.exists()
+    finally:
+        moved.rename(ws.root)
