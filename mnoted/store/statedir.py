@@ -15,7 +15,10 @@ from pathlib import Path
 
 from mnoted.store.atomic import fsync_dir
 
-STATE_DIR = ".git/mnote/state"
+PRIVATE_DIR = ".git/mnote"
+"""mnoted's own folder in the Git directory: the daemon's lock, the state folder, Git lock
+tokens and the private index."""
+STATE_DIR = f"{PRIVATE_DIR}/state"
 LEGACY_STATE_DIR = ".mnote/state"
 """Where mnoted kept its state before: moved to :data:`STATE_DIR` when found."""
 log = logging.getLogger("mnoted.store")

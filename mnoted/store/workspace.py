@@ -104,7 +104,7 @@ from mnoted.store.sidecar import Sidecar
 from mnoted.store.spares import Spares
 from mnoted.store.staged import staged as staged_paths
 from mnoted.store.statcache import Key, StatCache, key_of
-from mnoted.store.statedir import STATE_DIR, state_dir
+from mnoted.store.statedir import PRIVATE_DIR, STATE_DIR, state_dir
 from mnoted.store.template import merged_gitignore, template_files
 from mnoted.store.worktree import FileWrites, disk_file, materialize, read_file
 
@@ -279,7 +279,7 @@ class Workspace:
         config = WorkspaceConfig.load(root)
         # In the Git directory, as the state is (store.statedir): a lock in the work tree
         # went with `git clean -x`, and a second daemon started after it served the folder too.
-        private = root / ".git" / "mnote"
+        private = root / PRIVATE_DIR
         private.mkdir(exist_ok=True)
         lock_fd = take_process_lock(private / PROCESS_LOCK)
         try:

@@ -120,6 +120,20 @@ def test_grant_list_says_which_tokens_no_longer_act(daemon: DaemonProcess) -> No
     assert any("brief" in line and " expired " in line for line in listed.splitlines())
 
 
+def status_showing(
+    daemon: DaemonProcess, text: str, timeout: float = 20.0
+) -> subprocess.CompletedProcess[str]:
+    """`mnote status` again until it shows ``text`` (the daemon meets a change on disk in its
+    own time), each answered with exit 0; the last one, whether it shows it or not."""
+    deadline = time.monotonic() + timeout
+    while True:
+        shown = mnote(daemon, "status")
+        assert shown.returncode == 0, shown.stderr
+        if text in shown.stdout or time.monotonic() > deadline:
+            return shown
+        time.sleep(0.2)
+
+
 def test_status_names_what_is_not_committed_and_why(daemon: DaemonProcess, tmp_path: Path) -> None:
     """`mnote status` printed the daemon's JSON and a bare count of uncommitted files; a
     photo over the size limit, or a note hard-linked by a backup, stayed out of the history
@@ -130,13 +144,7 @@ def test_status_names_what_is_not_committed_and_why(daemon: DaemonProcess, tmp_p
     os.link(daemon.workspace / "plan.md", tmp_path / "backup.md")
     with (daemon.workspace / "plan.md").open("a") as fh:  # saved in place: the link sees it
         fh.write("\nEdited in place.\n")
-    deadline = time.monotonic() + 20
-    while True:
-        shown = mnote(daemon, "status")
-        assert shown.returncode == 0, shown.stderr
-        if "2 files not committed" in shown.stdout or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
+    shown = status_showing(daemon, "2 files not committed")
     lines = shown.stdout.splitlines()
     assert lines[0].startswith("mnoted ") and "branch main at " in shown.stdout, shown.stdout
     assert "  2 files not committed:" in lines, shown.stdout
@@ -162,13 +170,7 @@ def test_status_of_a_workspace_whose_folder_went(daemon: DaemonProcess, tmp_path
     moved = tmp_path / "elsewhere"
     daemon.workspace.rename(moved)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            shown = mnote(daemon, "status")
-            if "commits refused" in shown.stdout or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        assert shown.returncode == 0, shown.stderr
+        shown = status_showing(daemon, "commits refused")
         assert "Traceback" not in shown.stderr
         assert "was its folder moved or deleted?" in shown.stdout, shown.stdout
         assert f"hint: Put the folder back at {daemon.workspace}" in shown.stdout
@@ -177,10 +179,8 @@ def test_status_of_a_workspace_whose_folder_went(daemon: DaemonProcess, tmp_path
         assert not daemon.workspace.exists(), sorted(daemon.workspace.rglob("*"))
     finally:
         moved.rename(daemon.workspace)
-    deadline = time.monotonic() + 20
-    while "branch main at" not in mnote(daemon, "status").stdout:
-        assert time.monotonic() < deadline, "the folder put back is not served again"
-        time.sleep(0.2)
+    served = status_showing(daemon, "branch main at").stdout
+    assert "branch main at" in served, f"the folder put back is not served again:\n{served}"
 
 
 def test_status_of_a_watcher_that_could_not_start(capsys: pytest.CaptureFixture[str]) -> None:
