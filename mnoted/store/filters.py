@@ -114,6 +114,28 @@ class Filters:
         assert isinstance(blob, pygit2.Blob)
         return bytes(blob.data)
 
+    def stored(self, rel: str, data: bytes) -> bytes:
+        """What Git stores for bytes mnoted writes at ``rel`` (never a path a driver filters:
+        :meth:`refuse`): ``data`` through libgit2's line-ending and ident filters. Only bytes
+        those could change are filtered: a CR, or an ``$Id``."""
+        if b"\r" not in data and b"$Id" not in data:
+            return data
+        return self.clean(rel, data, fresh=False)
+
+    def smudge(self, rel: str, data: bytes) -> bytes:
+        """The bytes a checkout of blob ``data`` writes at ``rel``: ``data`` with the line
+        endings ``git checkout`` writes (CRLF where ``.gitattributes`` ``eol=crlf`` or
+        ``core.autocrlf=true`` ask for it). Not done: bytes with a NUL are written as stored
+        (pygit2 cuts a filter's output at its first NUL), and ``ident``'s ``$Id$`` is not
+        expanded (libgit2 expands it only from a blob, not from bytes)."""
+        if b"\0" in data:
+            return data
+        try:
+            filters = self._repo.load_filter_list(rel, mode=pygit2.enums.FilterMode.SMUDGE)
+            return data if filters is None else filters.apply_to_buffer(data)
+        except pygit2.GitError as exc:
+            raise StorageError(f"Git's filters for {rel} failed: {exc}", path=rel) from exc
+
     def stored_mode(self, disk: int, head: int | None, *, fresh: bool = True) -> int:
         """The mode ``git add`` stores for a file whose Git mode on disk is ``disk`` and that
         HEAD has with mode ``head`` (None: a new file): ``disk``, unless ``core.fileMode``

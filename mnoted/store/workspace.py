@@ -1134,8 +1134,12 @@ class Workspace:
                 entries[t.path] = None
                 new = None
             else:
-                blob = self._write_blob(t.data)
-                self._fresh[str(blob)] = t.data
+                # What `git add` would store: the disk's bytes were cleaned already; a
+                # command's are cleaned here (an agent's CRLF under `text`), and a checkout's
+                # bytes are what goes to disk (`worktree.FileWrites`).
+                data = t.data if on_disk else self._filters.stored(t.path, t.data)
+                blob = self._write_blob(data)
+                self._fresh[str(blob)] = data
                 entries[t.path] = (blob, t.mode)
                 new = (str(blob), t.mode)
             steps.append(FileStep(t.path, old[0] if old else None, new[0] if new else None, t.mode))
@@ -1224,6 +1228,7 @@ class Workspace:
                         self._fresh.get,
                         self._stats,
                         self._spares,
+                        self._filters,
                     )
                 ready, pack = pack, None  # once tried, never tried again below
                 self._put_pack(ready)
@@ -1314,13 +1319,20 @@ class Workspace:
         """
         try:
             if self.on_write is not None:
+                shown = writes.worktree_ids() if writes is not None else {}
                 for step in entry.files:
-                    self.on_write(step.path, step.new)
+                    self.on_write(step.path, shown.get(step.path, step.new))
             if writes is not None:  # the folders are synced while the sidecar records
                 diverged = writes.finish(wait=False)
             else:
                 diverged = materialize(
-                    self._repo, self.root, entry, self._fresh.get, self._stats, self._spares
+                    self._repo,
+                    self.root,
+                    entry,
+                    self._fresh.get,
+                    self._stats,
+                    self._spares,
+                    self._filters,
                 )
             faults.point("files-written")
             record()
@@ -1575,7 +1587,9 @@ class Workspace:
                     landed = False
         self._branch = branch
         self._head = refs.read_ref(self.gitdir, branch)
-        diverged = materialize(self._repo, self.root, entry) if landed else []
+        diverged = (
+            materialize(self._repo, self.root, entry, filters=self._filters) if landed else []
+        )
         for step in entry.files:
             remove_temp_files(self.root.joinpath(*step.path.split("/")).parent)
         if landed:  # the new names of files put in place before the crash, and the branch's

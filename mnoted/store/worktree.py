@@ -21,6 +21,7 @@ import pygit2
 from mnoted.core.blob import blob_id
 from mnoted.errors import PathRejected
 from mnoted.store import dirfd, durable, faults, trees
+from mnoted.store.filters import Filters
 from mnoted.store.journal import Entry, FileStep
 from mnoted.store.paths import normalize
 from mnoted.store.spares import Spare, Spares
@@ -149,6 +150,7 @@ class _Pending:
     tmp: str = ""
     fd: int | None = None
     spare: Spare | None = None  # the new file, when it is a spare (``tmp`` is its name)
+    shown: str = ""  # the blob id of its bytes, where a smudge filter made them differ
 
     def put_in_place(self, spares: Spares | None, taken_back: list[str]) -> bool:
         """Rename the new file over the path; False if the file there is no longer the one
@@ -191,6 +193,7 @@ def materialize(
     data_of: Callable[[str], bytes | None] | None = None,
     stats: StatCache | None = None,
     spares: Spares | None = None,
+    filters: Filters | None = None,
 ) -> list[str]:
     """Write the command's files where the disk still has the old content.
 
@@ -200,13 +203,15 @@ def materialize(
     in two passes that each wait once: every file under its temporary name, all synced
     together; then every rename, and the folders synced together. ``data_of`` gives the
     bytes of a blob the caller still holds (None: read it from the repository); ``stats``
-    spares reading a file known unchanged. The landing of a small command uses
-    :class:`FileWrites` itself, to sync the temporary files in a wait it makes anyway.
+    spares reading a file known unchanged; ``filters`` (the workspace's) gives the bytes a
+    checkout writes for a blob and the blob Git stores for the bytes found. The landing of
+    a small command uses :class:`FileWrites` itself, to sync the temporary files in a wait
+    it makes anyway.
     """
     diverged: list[str] = []
     for start in range(0, len(entry.files), durable.CHUNK):  # bounded open files
         chunk = entry.files[start : start + durable.CHUNK]
-        writes = FileWrites(repo, root, chunk, data_of, stats, spares)
+        writes = FileWrites(repo, root, chunk, data_of, stats, spares, filters)
         try:
             durable.sync_fds(writes.fds())
             diverged += writes.finish()
@@ -233,6 +238,7 @@ class FileWrites:
         data_of: Callable[[str], bytes | None] | None,
         stats: StatCache | None,
         spares: Spares | None = None,
+        filters: Filters | None = None,
     ) -> None:
         self.diverged: list[str] = []
         self._pending: list[_Pending] = []
@@ -244,7 +250,7 @@ class FileWrites:
         try:
             for step in steps:
                 try:
-                    pending = _prepare(repo, step, self._folders, data_of, stats, spares)
+                    pending = _prepare(repo, step, self._folders, data_of, stats, spares, filters)
                 except PathRejected:
                     pending = False
                 if pending is False:
@@ -258,6 +264,11 @@ class FileWrites:
     def fds(self) -> list[int]:
         """The temporary files to sync before :meth:`finish`."""
         return [p.fd for p in self._pending if p.fd is not None]
+
+    def worktree_ids(self) -> dict[str, str]:
+        """The blob ids of the bytes put on disk where they are not the blob's (a checkout's
+        CRLF): what the watcher will find there."""
+        return {p.path: p.shown for p in self._pending if p.shown}
 
     def sync_folder_with(self, folder: str) -> None:
         """Sync ``folder`` in :meth:`finish`'s wait for the files' folders."""
@@ -387,6 +398,7 @@ def _prepare(
     data_of: Callable[[str], bytes | None] | None,
     stats: StatCache | None,
     spares: Spares | None = None,
+    filters: Filters | None = None,
 ) -> _Pending | bool | None:
     """Check one path and start its write: a :class:`_Pending` file or removal, None if the
     disk already has the content, False if it holds a third version."""
@@ -395,6 +407,9 @@ def _prepare(
     fd = folders.get(parts)
     found = None if fd is None else _disk_file(fd, name, rel, stats)
     on_disk = found.blob if found is not None else None
+    if found is not None and filters is not None and on_disk not in (step.new, step.old):
+        assert fd is not None
+        on_disk = _as_stored(fd, name, rel, found, filters, stats)
     if on_disk == step.new:
         return None
     if on_disk != step.old:
@@ -410,16 +425,41 @@ def _prepare(
         blob = repo[step.new]
         assert isinstance(blob, pygit2.Blob)
         data = bytes(blob.data)
+    shown = ""
+    if filters is not None:
+        smudged = filters.smudge(rel, data)
+        if smudged != data:
+            data, shown = smudged, blob_id(smudged)
     mode = file_mode(step.mode, seen[3] if seen is not None else None)
     if stats is not None:
         stats.saw(rel, data, step.new)
     spare = spares.take(os.fstat(fd).st_dev, used=True) if spares is not None else None
     if spare is None:
         tmp, file_fd = dirfd.write_temp(fd, name, data, mode)
-        return _Pending(step.path, parts, name, fd, seen, tmp, file_fd)
+        return _Pending(step.path, parts, name, fd, seen, tmp, file_fd, shown=shown)
     try:
         spare.fill(data, mode)
     except BaseException:
         spare.discard()
         raise
-    return _Pending(step.path, parts, name, fd, seen, spare.name, spare.fd, spare)
+    return _Pending(step.path, parts, name, fd, seen, spare.name, spare.fd, spare, shown)
+
+
+def _as_stored(
+    fd: int, name: str, rel: str, found: DiskFile, filters: Filters, stats: StatCache | None
+) -> str:
+    """The blob Git stores for ``found`` (its bytes through the clean filters): a file
+    written with CRLF by a checkout under ``eol=crlf`` is the LF blob it came from."""
+    data = found.data
+    if data is None:  # (its id came from the stat cache)
+        state = dirfd.read_at(fd, name)
+        if state is None:
+            return found.blob
+        data = state[0]
+    cleaned = filters.clean(rel, data, fresh=False)
+    if cleaned == data:
+        return found.blob
+    blob = blob_id(cleaned)
+    if stats is not None:
+        stats.stored_as(rel, found.key, blob)
+    return blob

@@ -959,7 +959,11 @@ class Watcher:
                 return
         with self._cond:
             state = self._state
-            restart_due = self._next_restart is not None and now >= self._next_restart
+            restart_due = self._next_restart is not None and (
+                now >= self._next_restart
+                # a folder put back is watched at once, not after the restarts' backoff
+                or (self._fallback_reason is ReconcileReason.ROOT_GONE and os.path.isdir(self.root))
+            )
             fallback_due = self._next_fallback is not None and now >= self._next_fallback
             if state is WatcherState.RUNNING:
                 self._next_fallback = None

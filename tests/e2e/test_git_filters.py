@@ -153,3 +153,40 @@ def test_an_editor_save_with_crlf_is_committed_with_the_line_endings_git_stores(
     time.sleep(1.0)
     assert daemon.git("show", "HEAD:windows.md") == "# From Windows\n\nEdited.\n"
     wait_until_idle_and_clean(daemon)
+
+
+def test_agents_write_the_line_endings_a_checkout_writes(daemon: DaemonProcess) -> None:
+    """Under `eol=crlf` (or `core.autocrlf=true`) an agent's edit turned a whole CRLF file
+    into LF on disk; a page an agent sent with CRLF where Git stores LF stayed modified for
+    `git status`."""
+    (daemon.workspace / ".gitattributes").write_text("win/*.md text eol=crlf\n*.md text\n")
+    (daemon.workspace / "win").mkdir()
+    (daemon.workspace / "win" / "note.md").write_bytes(b"# Note\r\n\r\nFirst line.\r\n")
+    daemon.wait_idle_clean()
+    commits = int(daemon.git("rev-list", "--count", "HEAD"))
+
+    edit = call(
+        daemon, None, "mnote.doc.markdown_edit", "win/note.md",
+        operations=[{"search": "First line.", "replace": "First line, edited."}],
+    )  # fmt: skip
+    assert edit["ok"], edit
+    made = call(daemon, None, "mnote.page.create", None, path="win/new.md", content="# New\n\nA.\n")
+    assert made["ok"], made
+    sent = call(
+        daemon, None, "mnote.page.create", None, path="unix.md", content="# Sent\r\n\r\nCRLF.\r\n"
+    )
+    assert sent["ok"], sent
+    daemon.wait_idle_clean()
+    time.sleep(1.0)  # (an own write taken for an editor's would be committed by now)
+
+    assert (daemon.workspace / "win" / "note.md").read_bytes() == (
+        b"# Note\r\n\r\nFirst line, edited.\r\n"
+    )
+    assert (daemon.workspace / "win" / "new.md").read_bytes() == b"# New\r\n\r\nA.\r\n"
+    assert (daemon.workspace / "unix.md").read_bytes() == b"# Sent\n\nCRLF.\n"
+    assert daemon.git("show", "HEAD:win/note.md") == "# Note\n\nFirst line, edited.\n"
+    assert daemon.git("show", "HEAD:unix.md") == "# Sent\n\nCRLF.\n"
+    assert int(daemon.git("rev-list", "--count", "HEAD")) == commits + 3  # one per command
+    assert daemon.git("status", "--porcelain", "--untracked-files=all") == ""
+    page = call(daemon, None, "mnote.page.get", "win/note.md")
+    assert page["ok"] and page["result"]["title"] == "Note", page

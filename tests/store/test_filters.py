@@ -7,6 +7,7 @@ output, the work tree keeps the text, and ``git status`` agrees with HEAD.
 
 from __future__ import annotations
 
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -202,6 +203,74 @@ def test_every_blob_committed_from_the_disk_is_the_one_git_add_makes(
                 # mixed line endings under core.autocrlf whose index entry has no stat data,
                 # with an empty diff: Git's own quirk, docs/store.md.)
                 assert git(ws.root, "diff", "--stat", "--", "f.md") == ""
+
+
+@given(
+    attributes=st.sampled_from(LINE_ATTRIBUTES),
+    autocrlf=st.sampled_from([None, "input", "true"]),
+    contents=st.lists(
+        st.lists(
+            st.sampled_from([b"a", b"\r\n", b"\n", b"\r", b"\x00", b"\xc3\xa9"]), max_size=8
+        ).map(b"".join),
+        min_size=1,
+        max_size=3,
+    ),
+)
+@settings(max_examples=40, deadline=None)
+def test_a_written_file_is_stored_as_git_add_stores_it_and_left_as_a_checkout_leaves_it(
+    attributes: str, autocrlf: str | None, contents: list[bytes]
+) -> None:
+    """An agent's edit of a file a checkout wrote with CRLF (`eol=crlf`, `core.autocrlf=true`)
+    turned the whole file to LF on disk; an agent that sent CRLF where Git stores LF left
+    the file modified for `git status` for good."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "n"
+        git(Path(tmp), "init", "-q", str(root))
+        if autocrlf is not None:
+            git(root, "config", "core.autocrlf", autocrlf)
+        with Workspace.init(root) as ws:
+            ws.clean_filter = git_clean(ws.root)
+            (ws.root / ".gitattributes").write_text(attributes)
+            ws.commit_external([".gitattributes"])
+            for data in contents:
+                ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("f.md", data)])
+                ws.flush_index()
+                wanted = git(ws.root, "hash-object", "--path=f.md", "--stdin", input_bytes=data)
+                assert ws.blob_id("f.md") == wanted.strip(), (attributes, autocrlf, data)
+                checkout = subprocess.run(
+                    ["git", "-C", str(root), "cat-file", "--filters", "HEAD:f.md"],
+                    capture_output=True,
+                    check=True,
+                ).stdout
+                if b"\x00" not in data:  # (written as stored: docs/store.md)
+                    assert (ws.root / "f.md").read_bytes() == checkout, (attributes, autocrlf)
+                # Git sees no change, where its own checkout of the blob would not either
+                # (`\r\r\n` under `eol=lf` is stored as `\r\n`, which Git reads back as LF).
+                again = git(ws.root, "hash-object", "--path=f.md", "--stdin", input_bytes=checkout)
+                if again == wanted:
+                    assert git(ws.root, "diff", "--stat", "--", "f.md") == ""
+
+
+def test_an_edit_keeps_the_crlf_a_checkout_wrote(tmp_path: Path) -> None:
+    """The file on disk has CRLF, the blob LF; the edit is checked against the blob (not
+    taken for someone else's edit) and written with CRLF, whether or not the stat cache
+    knows the file."""
+    root = tmp_path / "n"
+    git(tmp_path, "init", "-q", str(root))
+    (root / ".gitattributes").write_text("*.md text eol=crlf\n")
+    (root / "win.md").write_bytes(b"one\r\ntwo\r\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "from windows")
+    for turn in range(2):
+        with Workspace.init(root) as ws:  # (a fresh stat cache each turn)
+            ws.apply(
+                CommandMeta("page.body.save", actor="hermes"),
+                [Write("win.md", b"one\ntwo\nedit %d\n" % turn)],
+            )
+            ws.flush_index()
+        assert (root / "win.md").read_bytes() == b"one\r\ntwo\r\nedit %d\r\n" % turn
+        assert git(root, "show", "HEAD:win.md") == f"one\ntwo\nedit {turn}\n"
+        assert_clean(root)
 
 
 def test_with_core_filemode_false_the_executable_bit_on_disk_is_not_committed(

@@ -212,6 +212,23 @@ def test_workspace_folder_removed_then_back(
     assert sink.wait(lambda s: ("created", "again.md") in kinds(s))
 
 
+def test_a_workspace_folder_put_back_is_watched_again_at_once(
+    workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink
+) -> None:
+    """Restarts back off (up to a minute) while they fail; a folder put back after its
+    attempts had backed off was watched, and served, only at the next one."""
+    watcher = make_watcher(restart_backoff=30.0, liveness_interval=0.05)
+    away = workspace.with_name("elsewhere")
+    os.rename(workspace, away)
+    assert sink.wait(lambda s: ReconcileReason.ROOT_GONE in s.reasons(), timeout=5)
+    assert watcher.health().state == "failed"
+    os.rename(away, workspace)
+    assert sink.wait(lambda s: s.reasons().count(ReconcileReason.STARTED) >= 2, timeout=5)
+    assert watcher.health().state == "running"
+    write(workspace / "again.md")
+    assert sink.wait(lambda s: ("created", "again.md") in kinds(s))
+
+
 def test_workspace_folder_renamed_away_is_noticed(
     workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink
 ) -> None:
