@@ -269,10 +269,12 @@ def propose(
 
     A dry run of the proposal itself returns the session it would create and keeps nothing.
     """
-    if plan is None:
-        call.load()  # the caller must be able to see the page before anything is kept
+    # the caller must be able to see the page before anything is kept
+    seen = call.load() if plan is None else None
     store = None if call.request.dryRun else store_of(call.service, call.ws)
     session = _new_session(call, tool, args, proposal)
+    if seen is not None:  # (named also by a session whose plan fails)
+        session["documentId"], session["path"] = seen.doc.document_id, seen.path
     service, ws = call.service, call.ws
     _set(service, ws, store, session, "planning")
     blocked, warnings = False, list[str]()

@@ -167,6 +167,23 @@ def test_plan_update_blocked_outside_the_selection(h: Harness) -> None:
     assert "Friday" in (h.root / "notes/plan.md").read_text()
 
 
+def test_a_proposal_that_cannot_be_planned_names_its_page(h: Harness) -> None:
+    """A proposal whose search matched nothing was kept as failed with no page: `mnote
+    review show` said it was made "on None", and a listing by page left it out."""
+    doc = h.doc("notes/plan.md")
+    resp = h.write(
+        "mnote.doc.plan_update",
+        h.agent("hermes"),
+        documentId=doc,
+        args={"operations": [{"search": "not in the page", "replace": "x"}]},
+    )
+    session = resp["result"]
+    assert session["state"] == "failed", session
+    assert session["documentId"] == doc and session["path"] == "notes/plan.md", session
+    listed = h.call("mnote.review.list", documentId=doc)["result"]["sessions"]
+    assert session["sessionId"] in [s["sessionId"] for s in listed]
+
+
 def test_plan_update_full_content_and_block_ops(h: Harness) -> None:
     doc = h.doc("notes/plan.md")
     full = h.write(
