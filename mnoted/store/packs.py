@@ -73,6 +73,10 @@ class Staging(pygit2.OdbBackend):
         self._objects: dict[pygit2.Oid, tuple[int, bytes]] = (
             carried._objects if carried is not None else {}
         )
+        # The last landing's head commit and its tree, packed by now, still readable here.
+        self._landed: dict[pygit2.Oid, tuple[int, bytes]] = (
+            carried._landed if carried is not None else {}
+        )
 
     def __len__(self) -> int:
         return len(self._objects)
@@ -84,8 +88,25 @@ class Staging(pygit2.OdbBackend):
         """Every staged object, in the order written."""
         return [(oid.raw, kind, data) for oid, (kind, data) in self._objects.items()]
 
-    def clear(self) -> None:
+    def clear(self, *, keep: pygit2.Oid | None = None) -> None:
+        """Forget the staged objects (a pack has them now), but keep commit ``keep`` and its
+        tree readable here.
+
+        The next command's base is that tree, and its commit names that commit as its
+        parent (which libgit2 reads, to check it): looked up in the repository, they were
+        searched for in every pack, missed in the new one, and found after a rescan of the
+        pack folder, once a write (one agent's writes back to back were 4% slower).
+        """
+        if keep is not None and (commit := self._objects.get(keep)) is not None:
+            tree = pygit2.Oid(hex=commit[1][5:45].decode("ascii"))  # (b"tree <id>\n...")
+            self._landed.clear()
+            self._landed[keep] = commit
+            if tree in self._objects:
+                self._landed[tree] = self._objects[tree]
         self._objects.clear()
+
+    def _held(self, oid: pygit2.Oid) -> tuple[int, bytes] | None:
+        return self._objects.get(oid) or self._landed.get(oid)
 
     def add(self, oid: pygit2.Oid, kind: int, data: bytes) -> None:
         """Stage an object the store made itself (not through libgit2)."""
@@ -96,10 +117,13 @@ class Staging(pygit2.OdbBackend):
         self._objects[oid] = (kind, data)
 
     def read_cb(self, oid: pygit2.Oid) -> tuple[int, bytes]:
-        return self._objects[oid]
+        found = self._held(oid)
+        if found is None:
+            raise KeyError(oid)
+        return found
 
     def read_header_cb(self, oid: pygit2.Oid) -> tuple[int, int]:
-        kind, data = self._objects[oid]
+        kind, data = self.read_cb(oid)
         return kind, len(data)
 
     def read_prefix_cb(self, prefix: str) -> tuple[int, bytes, pygit2.Oid]:
@@ -108,7 +132,7 @@ class Staging(pygit2.OdbBackend):
         return kind, data, oid
 
     def exists_cb(self, oid: pygit2.Oid) -> bool:
-        return oid in self._objects
+        return oid in self._objects or oid in self._landed
 
     def exists_prefix_cb(self, prefix: str) -> pygit2.Oid:
         if len(prefix) == 40:
@@ -144,14 +168,14 @@ class WriteThrough(Staging):
         self._reader = reader
 
     def read_cb(self, oid: pygit2.Oid) -> tuple[int, bytes]:
-        found = self._objects.get(oid)
+        found = self._held(oid)
         if found is not None:
             return found
         kind, data = self._reader.odb.read(oid)
         return kind, data
 
     def read_header_cb(self, oid: pygit2.Oid) -> tuple[int, int]:
-        found = self._objects.get(oid)
+        found = self._held(oid)
         if found is not None:
             return found[0], len(found[1])
         kind, size = self._reader.odb.read_header(oid)

@@ -1196,8 +1196,9 @@ class Workspace:
             if wrote_pack
             else None
         )
-        self._staging.clear()  # libgit2 finds them in the new pack (it rescans on a miss)
         parent, last = staged[0].result.parent, staged[-1]
+        # libgit2 finds them in the new pack (it rescans on a miss); the head stays at hand
+        self._staging.clear(keep=pygit2.Oid(hex=last.result.commit))
         entry = Entry(
             last.result.command_id, self._branch, parent, last.result.commit, _merged(staged)
         )

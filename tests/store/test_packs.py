@@ -365,3 +365,28 @@ def test_the_objects_of_a_command_are_staged_without_reading_the_pack_folder(
     assert merged is not None
     assert verify(ws.root, merged[0]).count(blob) == 1
     git(ws.root, "fsck", "--strict")
+
+
+def test_the_command_after_a_landing_does_not_read_the_pack_folder_again(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A landing packs the commit; the next command read it (its parent) and its tree (its
+    base) from the repository, which searched every pack, missed the new one and read the
+    pack folder again (libgit2 refreshes every backend then, the staging's too): 0.15-0.2 ms
+    a write of one agent writing back to back."""
+    rescans = [0]
+
+    def refresh_cb(self: packs.Staging) -> None:
+        # (the object writer's own backend is refreshed on every object written: it holds
+        # no pack)
+        rescans[0] += not isinstance(self, packs.WriteThrough)
+
+    for i in range(3):
+        ws.apply(CommandMeta("x", actor="hermes"), [Write("a.md", b"first %d\n" % i)])
+    monkeypatch.setattr(packs.Staging, "refresh_cb", refresh_cb)
+    for i in range(5):
+        ws.apply(CommandMeta("x", actor="hermes"), [Write("a.md", b"%d\n" % i)])
+    assert rescans[0] == 0
+    assert ws.read_head("a.md") == b"4\n"
+    ws.flush_index()
+    assert_clean(ws.root)
