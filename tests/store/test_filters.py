@@ -251,6 +251,18 @@ def test_a_written_file_is_stored_as_git_add_stores_it_and_left_as_a_checkout_le
                     assert git(ws.root, "diff", "--stat", "--", "f.md") == ""
 
 
+def test_a_written_file_with_an_expanded_ident_is_stored_as_git_add_stores_it(
+    ws: Workspace,
+) -> None:
+    (ws.root / ".gitattributes").write_text("*.md ident\n")
+    ws.commit_external([".gitattributes"])
+    data = b"# Notes\n\nCost: $5.\nVersion $Id: 0123abcd $\n"
+    ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("v.md", data)])
+    wanted = git(ws.root, "hash-object", "--path=v.md", "--stdin", input_bytes=data)
+    assert ws.blob_id("v.md") == wanted.strip()
+    assert git(ws.root, "show", "HEAD:v.md").endswith("Version $Id$\n")
+
+
 def test_an_edit_keeps_the_crlf_a_checkout_wrote(tmp_path: Path) -> None:
     """The file on disk has CRLF, the blob LF; the edit is checked against the blob (not
     taken for someone else's edit) and written with CRLF, whether or not the stat cache
