@@ -58,7 +58,11 @@ def parser() -> argparse.ArgumentParser:
         "--socket", type=Path, help="daemon socket (default: $XDG_RUNTIME_DIR/mnoted/mnoted.sock)"
     )
     p.add_argument("--json", action="store_true", help="print the response envelope exactly")
-    p.add_argument("--workspace-id", help="workspace to call when the daemon serves several")
+    p.add_argument(
+        "--workspace-id",
+        help="workspace to call when the daemon serves several (default: the one the current "
+        "folder is in)",
+    )
     sub = p.add_subparsers(dest="cmd", required=True)
 
     init = sub.add_parser(
@@ -389,6 +393,22 @@ def _install_service(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _workspace_here(client: Client) -> str | None:
+    """The workspace the current folder is in, where the daemon serves several (one: it is
+    the one called anyway), as `git` finds its repository; the innermost of nested ones."""
+    status, body = client.request("GET", "/v1/workspaces")
+    served = body.get("workspaces", []) if status == 200 else []
+    if len(served) < 2:
+        return None
+    here = Path.cwd().resolve()
+    inside = [
+        (len(Path(ws["root"]).parts), ws["workspaceId"])
+        for ws in served
+        if ws.get("root") and here.is_relative_to(Path(ws["root"]))
+    ]
+    return max(inside)[1] if inside else None
+
+
 def _workspace_log(client: Client, args: argparse.Namespace) -> int:
     status, body = client.request("GET", "/v1/workspaces")
     if status != 200:
@@ -444,7 +464,8 @@ def main(argv: list[str] | None = None) -> int:
             return _workspace_log(client, args)
         tool, doc, tool_args, dry = tool_call(args)
         base = getattr(args, "base", None)
-        response = client.call(tool, doc, tool_args, dry, args.workspace_id, base)
+        workspace = args.workspace_id or _workspace_here(client)
+        response = client.call(tool, doc, tool_args, dry, workspace, base)
         if args.json:
             print_json(response)
         else:

@@ -149,7 +149,10 @@ class Daemon:
             served = ", ".join(f"{wid} ({r.root})" for wid, r in self.runners.items())
             raise InvalidArguments(
                 "workspaceId is required: this daemon serves several workspaces",
-                hint=f"Name one of them: {served}; on the command line, mnote --workspace-id ID.",
+                hint=(
+                    f"Name one of them: {served}; on the command line, mnote --workspace-id "
+                    "ID, or run mnote from inside the workspace's folder."
+                ),
             )
         runner = self.runners.get(workspace_id)
         if runner is None or (actor.workspace_id not in (None, workspace_id)):

@@ -195,3 +195,34 @@ def test_status_of_a_watcher_that_could_not_start(capsys: pytest.CaptureFixture[
     out = capsys.readouterr().out
     assert "commits refused: the workspace's repository /n/.git is gone; watcher failed;" in out
     assert "last error: cannot watch /n" in out and "  hint: Put it back." in out
+
+
+def test_the_workspace_called_is_the_one_the_current_folder_is_in(tmp_path: Path) -> None:
+    """With two workspaces served, every `mnote` call needed `--workspace-id`, even one run
+    from inside a workspace's folder."""
+    from mnoted.store import Workspace
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    for root, title in ((first, "First"), (second, "Second")):
+        Workspace.init(root).close()
+        (root / "projects").mkdir()
+        (root / "projects" / "plan.md").write_text(f"# {title} plan\n")
+    daemon = DaemonProcess(tmp_path, first)
+    daemon.start("--workspace", str(second))
+    try:
+        cli = [sys.executable, "-m", "mnoted.cli.main", "--json", "page", "get", "projects/plan.md"]
+
+        def get(cwd: Path) -> dict:
+            done = subprocess.run(cli, env=daemon.env, cwd=cwd, capture_output=True, text=True)
+            return json.loads(done.stdout)
+
+        for cwd, title in ((second / "projects", "Second plan"), (first, "First plan")):
+            deadline = time.monotonic() + 20  # (until the daemon committed the new pages)
+            while (answer := get(cwd))["ok"] is False and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert answer["ok"] and answer["result"]["title"] == title, answer
+        outside = get(tmp_path)
+        assert outside["error"]["code"] == "mnote_tool_invalid_arguments", outside
+        assert "inside the workspace's folder" in outside["error"]["hint"]
+    finally:
+        daemon.stop()
