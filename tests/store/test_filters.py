@@ -7,8 +7,10 @@ output, the work tree keeps the text, and ``git status`` agrees with HEAD.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -167,23 +169,19 @@ def test_a_crlf_file_is_committed_with_the_line_endings_git_add_stores(ws: Works
 
 
 LINE_ATTRIBUTES = ["", "* text=auto\n", "* text eol=lf\n", "* text eol=crlf\n", "* -text\n"]
-
-
-@given(
-    attributes=st.sampled_from(LINE_ATTRIBUTES),
-    autocrlf=st.sampled_from([None, "input", "true"]),
-    contents=st.lists(
-        st.lists(
-            st.sampled_from([b"a", b"\r\n", b"\n", b"\r", b"\x00", b"\xc3\xa9"]), max_size=8
-        ).map(b"".join),
-        min_size=1,
-        max_size=3,
+CONTENTS = st.lists(
+    st.lists(st.sampled_from([b"a", b"\r\n", b"\n", b"\r", b"\x00", b"\xc3\xa9"]), max_size=8).map(
+        b"".join
     ),
+    min_size=1,
+    max_size=3,
 )
-@settings(max_examples=40, deadline=None)
-def test_every_blob_committed_from_the_disk_is_the_one_git_add_makes(
-    attributes: str, autocrlf: str | None, contents: list[bytes]
-) -> None:
+
+
+@contextlib.contextmanager
+def line_endings(attributes: str, autocrlf: str | None) -> Iterator[Workspace]:
+    """A fresh workspace with ``attributes`` committed and ``core.autocrlf`` set, running
+    Git's filters as the daemon runs them."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "n"
         git(Path(tmp), "init", "-q", str(root))
@@ -193,28 +191,35 @@ def test_every_blob_committed_from_the_disk_is_the_one_git_add_makes(
             ws.clean_filter = git_clean(ws.root)  # (as the daemon sets it)
             (ws.root / ".gitattributes").write_text(attributes)
             ws.commit_external([".gitattributes"])
-            for data in contents:  # one file edited in turn: the index has its last version
-                (ws.root / "f.md").write_bytes(data)
-                ws.commit_external(["f.md"])
-                ws.flush_index()
-                wanted = git(ws.root, "hash-object", "--path=f.md", "--stdin", input_bytes=data)
-                assert ws.blob_id("f.md") == wanted.strip(), (attributes, autocrlf, data)
-                # Git sees no difference in content. (`git status` may still list a file with
-                # mixed line endings under core.autocrlf whose index entry has no stat data,
-                # with an empty diff: Git's own quirk, docs/store.md.)
-                assert git(ws.root, "diff", "--stat", "--", "f.md") == ""
+            yield ws
 
 
 @given(
     attributes=st.sampled_from(LINE_ATTRIBUTES),
     autocrlf=st.sampled_from([None, "input", "true"]),
-    contents=st.lists(
-        st.lists(
-            st.sampled_from([b"a", b"\r\n", b"\n", b"\r", b"\x00", b"\xc3\xa9"]), max_size=8
-        ).map(b"".join),
-        min_size=1,
-        max_size=3,
-    ),
+    contents=CONTENTS,
+)
+@settings(max_examples=40, deadline=None)
+def test_every_blob_committed_from_the_disk_is_the_one_git_add_makes(
+    attributes: str, autocrlf: str | None, contents: list[bytes]
+) -> None:
+    with line_endings(attributes, autocrlf) as ws:
+        for data in contents:  # one file edited in turn: the index has its last version
+            (ws.root / "f.md").write_bytes(data)
+            ws.commit_external(["f.md"])
+            ws.flush_index()
+            wanted = git(ws.root, "hash-object", "--path=f.md", "--stdin", input_bytes=data)
+            assert ws.blob_id("f.md") == wanted.strip(), (attributes, autocrlf, data)
+            # Git sees no difference in content. (`git status` may still list a file with
+            # mixed line endings under core.autocrlf whose index entry has no stat data,
+            # with an empty diff: Git's own quirk, docs/store.md.)
+            assert git(ws.root, "diff", "--stat", "--", "f.md") == ""
+
+
+@given(
+    attributes=st.sampled_from(LINE_ATTRIBUTES),
+    autocrlf=st.sampled_from([None, "input", "true"]),
+    contents=CONTENTS,
 )
 @settings(max_examples=40, deadline=None)
 def test_a_written_file_is_stored_as_git_add_stores_it_and_left_as_a_checkout_leaves_it(
@@ -223,32 +228,24 @@ def test_a_written_file_is_stored_as_git_add_stores_it_and_left_as_a_checkout_le
     """An agent's edit of a file a checkout wrote with CRLF (`eol=crlf`, `core.autocrlf=true`)
     turned the whole file to LF on disk; an agent that sent CRLF where Git stores LF left
     the file modified for `git status` for good."""
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp) / "n"
-        git(Path(tmp), "init", "-q", str(root))
-        if autocrlf is not None:
-            git(root, "config", "core.autocrlf", autocrlf)
-        with Workspace.init(root) as ws:
-            ws.clean_filter = git_clean(ws.root)
-            (ws.root / ".gitattributes").write_text(attributes)
-            ws.commit_external([".gitattributes"])
-            for data in contents:
-                ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("f.md", data)])
-                ws.flush_index()
-                wanted = git(ws.root, "hash-object", "--path=f.md", "--stdin", input_bytes=data)
-                assert ws.blob_id("f.md") == wanted.strip(), (attributes, autocrlf, data)
-                checkout = subprocess.run(
-                    ["git", "-C", str(root), "cat-file", "--filters", "HEAD:f.md"],
-                    capture_output=True,
-                    check=True,
-                ).stdout
-                if b"\x00" not in data:  # (written as stored: docs/store.md)
-                    assert (ws.root / "f.md").read_bytes() == checkout, (attributes, autocrlf)
-                # Git sees no change, where its own checkout of the blob would not either
-                # (`\r\r\n` under `eol=lf` is stored as `\r\n`, which Git reads back as LF).
-                again = git(ws.root, "hash-object", "--path=f.md", "--stdin", input_bytes=checkout)
-                if again == wanted:
-                    assert git(ws.root, "diff", "--stat", "--", "f.md") == ""
+    with line_endings(attributes, autocrlf) as ws:
+        for data in contents:
+            ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("f.md", data)])
+            ws.flush_index()
+            wanted = git(ws.root, "hash-object", "--path=f.md", "--stdin", input_bytes=data)
+            assert ws.blob_id("f.md") == wanted.strip(), (attributes, autocrlf, data)
+            checkout = subprocess.run(
+                ["git", "-C", str(ws.root), "cat-file", "--filters", "HEAD:f.md"],
+                capture_output=True,
+                check=True,
+            ).stdout
+            if b"\x00" not in data:  # (written as stored: docs/store.md)
+                assert (ws.root / "f.md").read_bytes() == checkout, (attributes, autocrlf)
+            # Git sees no change, where its own checkout of the blob would not either
+            # (`\r\r\n` under `eol=lf` is stored as `\r\n`, which Git reads back as LF).
+            again = git(ws.root, "hash-object", "--path=f.md", "--stdin", input_bytes=checkout)
+            if again == wanted:
+                assert git(ws.root, "diff", "--stat", "--", "f.md") == ""
 
 
 def test_a_written_file_with_an_expanded_ident_is_stored_as_git_add_stores_it(
