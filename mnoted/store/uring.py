@@ -24,8 +24,10 @@ import mmap
 import os
 import platform
 import struct
+import sys
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 log = logging.getLogger("mnoted.store")
 
@@ -33,8 +35,10 @@ ENTRIES = 256  # submissions at once (a longer list is submitted in parts)
 _SETUP, _ENTER = 425, 426  # system call numbers (the same on every Linux architecture)
 _OFF_SQES = 0x10000000
 _OP_FSYNC = 3
-_ENTER_GETEVENTS = 1
-_FEAT_SINGLE_MMAP, _FEAT_NODROP = 1, 2
+_ENTER_GETEVENTS, _ENTER_EXT_ARG = 1, 8
+_FEAT_SINGLE_MMAP, _FEAT_NODROP, _FEAT_EXT_ARG = 1, 2, 1 << 8
+_NEEDED = _FEAT_SINGLE_MMAP | _FEAT_NODROP | _FEAT_EXT_ARG
+_WAKE_NS = 10_000_000  # the longest a wait blocks before it looks again
 _SQE = struct.Struct("BBHiQQIIQ")  # opcode, flags, ioprio, fd, off, addr, len, flags, user_data
 _CQE = struct.Struct("QiI")  # user_data, res, flags
 _U32 = struct.Struct("I")
@@ -47,7 +51,7 @@ def _libc() -> ctypes.CDLL:
     return libc
 
 
-def _syscall(number: int, *args: int | ctypes.Array[ctypes.c_char] | None) -> int:
+def _syscall(number: int, *args: int | ctypes.Array[Any] | None) -> int:
     """A system call's result, or minus its errno (every argument passed as a C long)."""
     longs = [a if not isinstance(a, int) else ctypes.c_long(a) for a in args]
     got = int(_libc().syscall(ctypes.c_long(number), *longs))
@@ -67,9 +71,9 @@ class Ring:
         self._fd = fd
         raw = params.raw
         sq_entries, cq_entries, _flags, _cpu, _idle, features = struct.unpack_from("6I", raw, 0)
-        if features & (_FEAT_SINGLE_MMAP | _FEAT_NODROP) != _FEAT_SINGLE_MMAP | _FEAT_NODROP:
+        if features & _NEEDED != _NEEDED:
             os.close(fd)
-            raise OSError(errno.ENOSYS, "io_uring without single mmap and no-drop (Linux < 5.5)")
+            raise OSError(errno.ENOSYS, "io_uring without waits with a timeout (Linux < 5.11)")
         self._sq_head, self._sq_tail, self._sq_mask, _, _, _, self._sq_array = struct.unpack_from(
             "7I", raw, 40
         )
@@ -89,6 +93,9 @@ class Ring:
         self._results: dict[int, int] = {}  # request id -> 0 or an errno, until awaited
         self._next = 1
         self._reaping = False
+        # io_uring_getevents_arg (no signal mask) pointing at a timespec of _WAKE_NS
+        self._timeout = (ctypes.c_int64 * 2)(0, _WAKE_NS)
+        self._wait_arg = (ctypes.c_uint64 * 3)(0, 0, ctypes.addressof(self._timeout))
 
     def submit(self, fds: Sequence[int]) -> list[int]:
         """Start an ``fsync`` of each of ``fds``; the ids to :meth:`wait` for."""
@@ -122,10 +129,17 @@ class Ring:
         return ids
 
     def wait(self, ids: Sequence[int]) -> list[int]:
-        """Block until the syncs ``ids`` are done; each one's 0, or its errno."""
+        """Block until the syncs ``ids`` are done; each one's 0, or its errno.
+
+        One thread at a time waits in the kernel and reads the completions; the others wait
+        for it to hand them theirs. Its wait has a timeout: a completion read by a submitter
+        (``EBUSY``) just before it blocked would otherwise leave it blocked with its own
+        results already read.
+        """
         with self._done:
             while True:
-                self._reap()
+                if not self._reaping:
+                    self._reap()
                 if all(i in self._results for i in ids):
                     return [self._results.pop(i) for i in ids]
                 if self._reaping:  # another thread is in the kernel: it wakes us
@@ -134,12 +148,12 @@ class Ring:
                 self._reaping = True
                 self._lock.release()
                 try:
-                    got = self._enter(0, 1, _ENTER_GETEVENTS)
+                    got = self._enter(0, 1, _ENTER_GETEVENTS | _ENTER_EXT_ARG, self._wait_arg, 24)
                 finally:
                     self._lock.acquire()
                     self._reaping = False
                     self._done.notify_all()
-                if got < 0 and got != -errno.EINTR:
+                if got < 0 and got not in (-errno.EINTR, -errno.ETIME):
                     raise OSError(-got, f"io_uring_enter: {os.strerror(-got)}")
 
     def _reap(self) -> None:
@@ -156,14 +170,21 @@ class Ring:
         _U32.pack_into(ring, self._cq_head, head)
         self._done.notify_all()
 
-    def _enter(self, submit: int, complete: int, flags: int) -> int:
-        return _syscall(_ENTER, self._fd, submit, complete, flags, None, 0)
+    def _enter(
+        self,
+        submit: int,
+        complete: int,
+        flags: int,
+        arg: ctypes.Array[Any] | None = None,
+        size: int = 0,
+    ) -> int:
+        return _syscall(_ENTER, self._fd, submit, complete, flags, arg, size)
 
 
 _ring: Ring | None = None
 _tried = False
 _ring_lock = threading.Lock()
-ENABLED = platform.machine() in ("x86_64", "AMD64") and hasattr(os, "sched_getaffinity")
+ENABLED = sys.platform == "linux" and platform.machine() == "x86_64"
 """Whether to try io_uring at all (tests turn it off to sync through ``os.fsync``)."""
 
 

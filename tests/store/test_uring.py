@@ -76,3 +76,25 @@ def test_syncs_started_on_one_thread_are_awaited_on_another_under_load(tmp_path:
     for fd in handed:
         os.close(fd)
     assert errors == []
+
+
+def test_a_refused_submission_hands_the_syncs_to_the_pool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fds = files(tmp_path, 2, "refused")
+    monkeypatch.setattr(uring, "_ring", uring.ring())  # (the process's ring is back after)
+
+    def refuse(self: uring.Ring, fds: list[int]) -> list[int]:
+        raise OSError(errno.EINVAL, "refused")
+
+    monkeypatch.setattr(uring.Ring, "submit", refuse)
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd)))
+    try:
+        durable.Syncing(fds).wait()
+        assert sorted(synced) == sorted(fds)
+        assert uring.ring() is None  # the pool from now on
+    finally:
+        for fd in fds:
+            os.close(fd)
