@@ -74,10 +74,11 @@ class Ring:
         if features & _NEEDED != _NEEDED:
             os.close(fd)
             raise OSError(errno.ENOSYS, "io_uring without waits with a timeout (Linux < 5.11)")
-        self._sq_head, self._sq_tail, self._sq_mask, _, _, _, self._sq_array = struct.unpack_from(
+        # offsets into the rings' mapping (io_sqring_offsets, io_cqring_offsets)
+        self._sq_head, self._sq_tail, sq_mask_at, _, _, _, self._sq_array = struct.unpack_from(
             "7I", raw, 40
         )
-        self._cq_head, self._cq_tail, self._cq_mask, _, _, self._cqes = struct.unpack_from(
+        self._cq_head, self._cq_tail, cq_mask_at, _, _, self._cqes = struct.unpack_from(
             "6I", raw, 80
         )
         share = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
@@ -85,9 +86,8 @@ class Ring:
         size = max(self._sq_array + sq_entries * 4, self._cqes + cq_entries * _CQE.size)
         self._rings = mmap.mmap(fd, size, share, both, offset=0)
         self._sqes = mmap.mmap(fd, sq_entries * 64, share, both, offset=_OFF_SQES)
-        # (the offsets name where the rings' masks are, not the masks)
-        self._sq_mask = _U32.unpack_from(self._rings, self._sq_mask)[0]
-        self._cq_mask = _U32.unpack_from(self._rings, self._cq_mask)[0]
+        self._sq_mask = _U32.unpack_from(self._rings, sq_mask_at)[0]
+        self._cq_mask = _U32.unpack_from(self._rings, cq_mask_at)[0]
         self._lock = threading.Lock()
         self._done = threading.Condition(self._lock)
         self._results: dict[int, int] = {}  # request id -> 0 or an errno, until awaited
