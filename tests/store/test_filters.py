@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -169,13 +169,24 @@ def test_a_crlf_file_is_committed_with_the_line_endings_git_add_stores(ws: Works
 
 
 LINE_ATTRIBUTES = ["", "* text=auto\n", "* text eol=lf\n", "* text eol=crlf\n", "* -text\n"]
-CONTENTS = st.lists(
-    st.lists(st.sampled_from([b"a", b"\r\n", b"\n", b"\r", b"\x00", b"\xc3\xa9"]), max_size=8).map(
-        b"".join
-    ),
-    min_size=1,
-    max_size=3,
-)
+
+
+def line_cases(test: Callable[..., None]) -> Callable[..., None]:
+    """The cases of the line-ending property tests: ``.gitattributes``, ``core.autocrlf``,
+    and the contents the file gets in turn."""
+    contents = st.lists(
+        st.lists(
+            st.sampled_from([b"a", b"\r\n", b"\n", b"\r", b"\x00", b"\xc3\xa9"]), max_size=8
+        ).map(b"".join),
+        min_size=1,
+        max_size=3,
+    )
+    cases = given(
+        attributes=st.sampled_from(LINE_ATTRIBUTES),
+        autocrlf=st.sampled_from([None, "input", "true"]),
+        contents=contents,
+    )
+    return settings(max_examples=40, deadline=None)(cases(test))
 
 
 @contextlib.contextmanager
@@ -194,12 +205,7 @@ def line_endings(attributes: str, autocrlf: str | None) -> Iterator[Workspace]:
             yield ws
 
 
-@given(
-    attributes=st.sampled_from(LINE_ATTRIBUTES),
-    autocrlf=st.sampled_from([None, "input", "true"]),
-    contents=CONTENTS,
-)
-@settings(max_examples=40, deadline=None)
+@line_cases
 def test_every_blob_committed_from_the_disk_is_the_one_git_add_makes(
     attributes: str, autocrlf: str | None, contents: list[bytes]
 ) -> None:
@@ -216,12 +222,7 @@ def test_every_blob_committed_from_the_disk_is_the_one_git_add_makes(
             assert git(ws.root, "diff", "--stat", "--", "f.md") == ""
 
 
-@given(
-    attributes=st.sampled_from(LINE_ATTRIBUTES),
-    autocrlf=st.sampled_from([None, "input", "true"]),
-    contents=CONTENTS,
-)
-@settings(max_examples=40, deadline=None)
+@line_cases
 def test_a_written_file_is_stored_as_git_add_stores_it_and_left_as_a_checkout_leaves_it(
     attributes: str, autocrlf: str | None, contents: list[bytes]
 ) -> None:
