@@ -57,3 +57,10 @@ def test_the_daemon_benchmark_runs(tmp_path: Path) -> None:
 def test_the_memory_benchmark_runs(tmp_path: Path) -> None:
     out = run_bench(tmp_path, "bench/memory.py", "--files", "100", "--writes", "6", "--every", "3")
     assert "when ready" in out.stdout and "after 6 writes" in out.stdout, out.stdout
+
+
+@pytest.mark.slow
+def test_the_benchmark_of_two_versions_in_turns_runs(tmp_path: Path) -> None:
+    out = run_bench(tmp_path, "bench/turns.py", "--before", ".", "--after", ".", "--writes", "10")
+    assert "before first:" in out.stdout and "after first:" in out.stdout, out.stdout
+    assert "taken out:" in out.stdout, out.stdout
