@@ -43,17 +43,38 @@ class HeldLock:
     target: str
     lock: str
     token: str
+    spares: Spares | None = None  # frees the target's old file off the caller's thread
 
     def commit(self, *, sync: bool = True) -> None:
         """Publish the lock file's bytes as the target (Git's ``commit_lock_file``).
 
         With ``sync`` False the new name is not yet durable: the caller syncs the target's
         folder (together with other folders, in one wait).
+
+        A rename over a file frees the old one's blocks, which on some file systems is the
+        slowest step of a write (ext4 mounted with ``discard``: 0.07-0.14 ms, waiting for
+        the disk). With :attr:`spares`, the old file is first given a second name, so the
+        rename only unlinks a name, and the spares' thread removes it.
         """
-        os.rename(self.lock, self.target)
+        spares = self.spares
+        old = self._keep_old() if spares is not None else None
+        try:
+            os.rename(self.lock, self.target)
+        finally:
+            if spares is not None and old is not None:
+                spares.free_later(old)
         if sync:
             fsync_dir(os.path.dirname(self.target))
         self._drop_token()
+
+    def _keep_old(self) -> str | None:
+        """A second name for the target's file (beside the token), None if it has none."""
+        old = self.token + ".old"
+        try:
+            os.link(self.target, old)
+        except OSError:  # (no target yet, say: a branch's first commit)
+            return None
+        return old
 
     def release(self) -> None:
         """Give the lock up without changing the target."""
@@ -100,7 +121,7 @@ def acquire(
         try:
             # (the lock's folder is missing for a branch's first ref)
             in_folder(os.path.dirname(lock), lambda: os.link(token, lock))
-            return HeldLock(dest, lock, token)
+            return HeldLock(dest, lock, token, spares)
         except FileExistsError:
             if time.monotonic() >= deadline:
                 os.unlink(token)

@@ -24,6 +24,10 @@ A file is only taken back when reusing it cannot be told from a new file by anyo
 - the landing that replaced it is durable (its folders synced): until then a crash could
   bring the old name back, and it must find the old bytes there.
 
+The same thread removes the files the writer hands it (:meth:`Spares.free_later`): the
+branch's old file, which freeing would otherwise make the writer wait for the disk
+(:meth:`~mnoted.store.gitlock.HeldLock.commit`).
+
 Spares are only an optimisation: when the stock is empty, or the place is on another file
 system, the writer creates its file in place as before. Spares left by a crash are files in
 the state folder, empty or holding a replaced page's old bytes; the next start removes them.
@@ -96,6 +100,7 @@ class Spares:
         self._placed: dict[int, int] = {}  # inode → ctime of page files put in place
         self.exchanges = True  # False once the file system refused an exchange
         self._made = 0
+        self._freed: collections.deque[str] = collections.deque()  # paths to remove
         self._wake = threading.Event()
         self._closed = False
         self._thread: threading.Thread | None = None  # started by the first refill
@@ -231,6 +236,16 @@ class Spares:
             with contextlib.suppress(OSError):
                 os.unlink(name, dir_fd=self._fd)
 
+    def free_later(self, path: str) -> None:
+        """Remove the file at ``path`` on the spares' thread (now, if there is none): freeing
+        its blocks may wait for the disk (see :meth:`gitlock.HeldLock.commit`)."""
+        if self._closed:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            return
+        self._freed.append(path)
+        self.refill()
+
     @property
     def stocked(self) -> int:
         """How many spares are ready (not counting files taken back)."""
@@ -243,6 +258,7 @@ class Spares:
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._drop_stock()
+        self._free()
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -265,7 +281,17 @@ class Spares:
                     self._ready.append(Spare(self._fd, name, fd))
             except OSError as exc:  # a full disk, say: the writer creates in place meanwhile
                 log.debug("no spare file made: %s", exc)
+            self._free()
             self._wake.wait()
+
+    def _free(self) -> None:
+        while True:
+            try:
+                path = self._freed.popleft()
+            except IndexError:  # (none left; the writer may take the last one at close)
+                return
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
 
 def _exchange(folder: int, name: str, spare: Spare) -> None:

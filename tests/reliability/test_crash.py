@@ -72,6 +72,10 @@ def check_invariants(daemon: DaemonProcess, acked: list[dict]) -> None:
     mine = f"{SPARE_PREFIX}{daemon.proc.pid}-"
     left = os.listdir(spares) if spares.is_dir() else []
     assert [n for n in left if not n.startswith(mine)] == []
+    # so are the lock tokens, and the branch's old files kept for the spares' thread to free
+    locks = root / ".git" / "mnote" / "locks"
+    tokens = os.listdir(locks) if locks.is_dir() else []
+    assert [n for n in tokens if f".{daemon.proc.pid}." not in n] == []
     assert (
         not (root / ".git" / "index.lock").exists() and not (root / ".git" / "HEAD.lock").exists()
     )
