@@ -12,6 +12,7 @@ else and is only waited for (bounded), then reported with its path (:class:`Lock
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import secrets
 import time
@@ -103,10 +104,9 @@ def acquire(
     itself (with other files, in one wait) before :meth:`HeldLock.commit`. The token is a
     spare file renamed (:mod:`~mnoted.store.spares`) when ``spares`` has one.
     """
-    tokens = os.fspath(token_dir(gitdir))
     dest = os.fspath(target)
-    rel = os.path.relpath(dest, gitdir)
-    token = f"{tokens}/{urllib.parse.quote(rel, safe='')}.{os.getpid()}.{secrets.token_hex(6)}"
+    tokens, named = _token_names(os.fspath(gitdir), dest)
+    token = f"{named}.{os.getpid()}.{secrets.token_hex(6)}"
     fd = in_folder(tokens, lambda: _make_token(tokens, token, spares))
     try:
         os.write(fd, content)
@@ -138,6 +138,14 @@ def acquire(
         except OSError as exc:
             os.unlink(token)
             raise StorageError(f"cannot take lock {lock}: {exc.strerror}", path=str(lock)) from exc
+
+
+@functools.lru_cache(maxsize=64)
+def _token_names(gitdir: str, dest: str) -> tuple[str, str]:
+    """The tokens' folder and the start of the name of a token for ``dest`` (the same for
+    every lock on one target: the branch is locked at every write)."""
+    tokens = f"{gitdir}/{TOKEN_DIR}"
+    return tokens, f"{tokens}/{urllib.parse.quote(os.path.relpath(dest, gitdir), safe='')}"
 
 
 def _make_token(tokens: str, token: str, spares: Spares | None) -> int:
