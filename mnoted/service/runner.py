@@ -35,6 +35,7 @@ from mnoted.service.review import close_store, store_of
 from mnoted.store import Maintainer, Workspace
 from mnoted.store.config import CONFIG_PATH
 from mnoted.store.paths import hard_linked
+from mnoted.store.reviews import ReviewStore
 from mnoted.sync import (
     ABSENT,
     ChangeKind,
@@ -230,7 +231,7 @@ class WorkspaceRunner:
         live: list[_Job] = []
         results: list[Any] = []
         try:
-            with self._review_batch(), self.ws.group():
+            with self._review_batch() as records, self.ws.group():
                 batch = _started([first])
                 while batch:
                     live.extend(batch)
@@ -239,6 +240,8 @@ class WorkspaceRunner:
                     # more of them (the fixed cost of a landing is paid by a cohort of
                     # agents once, not by each half of it in turn).
                     batch = _started(self._queued_calls(MAX_GROUP - len(live)))
+                if records is not None:  # written while the landing waits (if that
+                    self.ws.with_landing(records.flush)  # fails, again at the batch's end)
         except MnoteError as exc:
             if not live:  # the group could not begin (HEAD detached meanwhile, say)
                 log.info("a group could not begin (%s); running its call alone", exc.message)
@@ -266,7 +269,7 @@ class WorkspaceRunner:
         except MnoteError as exc:
             log.warning("upkeep after a group failed: %s", exc.message)
 
-    def _review_batch(self) -> contextlib.AbstractContextManager[None]:
+    def _review_batch(self) -> contextlib.AbstractContextManager[ReviewStore | None]:
         """One transaction for the review records of a group's writes; none (each record
         written alone, or logged if it fails) when the review store cannot be opened."""
         assert self.ws is not None

@@ -60,14 +60,16 @@ class ReviewStore:
     def close(self) -> None:
         self._db.close()
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
+        """Write the sessions put in the open batch so far (its ``COMMIT`` stays at its end):
+        a group's landing does it while it waits for the disk."""
         if not self._pending:
             return
-        rows, self._pending = list(self._pending.values()), {}
-        self._db.executemany(_PUT, rows)
+        self._db.executemany(_PUT, list(self._pending.values()))  # (kept if it fails)
+        self._pending = {}
 
     @contextlib.contextmanager
-    def batch(self) -> Iterator[None]:
+    def batch(self) -> Iterator[ReviewStore]:
         """Write the sessions put inside in one transaction (a group's records of applied
         writes: one WAL append instead of one per write).
 
@@ -77,19 +79,19 @@ class ReviewStore:
         when its calls run one by one.
         """
         if self._pending is not None:
-            yield
+            yield self
             return
         self._db.execute("BEGIN")
         self._pending = {}
         try:
-            yield
+            yield self
         except BaseException:
             self._pending = None
             with contextlib.suppress(sqlite3.Error):
                 self._db.execute("ROLLBACK")
             raise
         try:
-            self._flush()
+            self.flush()
             self._db.execute("COMMIT")
         except sqlite3.Error:
             log.exception("review records of a group could not be written")
@@ -108,14 +110,14 @@ class ReviewStore:
         self._pending[sid] = row if earlier is None else (*row[:3], earlier[3], *row[4:])
 
     def get(self, session_id: str) -> dict[str, Any] | None:
-        self._flush()
+        self.flush()
         row = self._db.execute("SELECT body FROM sessions WHERE id = ?", (session_id,)).fetchone()
         return None if row is None else dict(json.loads(row[0]))
 
     def list(
         self, *, document_id: str | None = None, states: tuple[str, ...] = (), limit: int = 100
     ) -> list[dict[str, Any]]:
-        self._flush()
+        self.flush()
         query = "SELECT body FROM sessions"
         where: list[str] = []
         params: list[Any] = []
@@ -134,7 +136,7 @@ class ReviewStore:
     def forget(self, states: tuple[str, ...], before: float, contexts_before: float) -> int:
         """Delete sessions in ``states`` last updated before ``before``, and contexts frozen
         before ``contexts_before``; how many rows went."""
-        self._flush()
+        self.flush()
         marks = ", ".join("?" for _ in states)
         gone = self._db.execute(
             f"DELETE FROM sessions WHERE state IN ({marks}) AND updated < ?", (*states, before)

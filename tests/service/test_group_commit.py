@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -119,6 +120,38 @@ def test_a_group_that_cannot_land_runs_each_call_alone(runner: WorkspaceRunner) 
     trailers = git(root, "log", "--format=%(trailers:key=Mnote-Idempotency-Key,valueonly)")
     assert sorted(t for t in trailers.split() if t) == sorted(f"k{k}-0" for k in range(PAGES))
     # one review record for each write, naming its commit: none left by the group that failed
+    store = ReviewStore(root / ".git" / "mnote" / "state")
+    try:
+        applied = store.list(states=("applied",))
+    finally:
+        store.close()
+    assert sorted(s["applied"]["commit"] for s in applied) == sorted(history)
+
+
+def test_review_records_that_fail_during_the_landing_fail_no_write(
+    runner: WorkspaceRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group's review records are written while its landing waits for the disk; an error
+    there is not the writes' (they are written again when the group's batch ends)."""
+    root = runner.root
+    before = git(root, "rev-parse", "HEAD").strip()
+    flush = ReviewStore.flush
+    failed: list[int] = []
+
+    def failing_once(store: ReviewStore) -> None:
+        if not failed and store._pending:
+            failed.append(len(store._pending))
+            raise sqlite3.OperationalError("disk I/O error")
+        flush(store)
+
+    monkeypatch.setattr(ReviewStore, "flush", failing_once)
+    answers = queued_calls(runner, [edit(k, 0) for k in range(PAGES)])
+    assert failed == [PAGES]  # all the group's records, during its landing
+    assert all(a["ok"] for a in answers), answers
+    history = git(root, "rev-list", "--reverse", f"{before}..HEAD").split()
+    assert history == [a["result"]["revision"] for a in answers]
+    assert f"{PAGES} commands" in git(root, "reflog", "-1", "--format=%gs")  # still together
+    monkeypatch.undo()
     store = ReviewStore(root / ".git" / "mnote" / "state")
     try:
         applied = store.list(states=("applied",))
