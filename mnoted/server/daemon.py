@@ -20,6 +20,7 @@ import sys
 import time
 import tomllib
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -182,10 +183,9 @@ class Daemon:
             runner = self.runner_for(wid if isinstance(wid, str) else None, actor)
         except MnoteError as exc:
             return wire_bytes(self.service.call_failed(payload, exc))
-        pending = asyncio.wrap_future(runner.submit_call(payload, actor))
         limit = self.config.limits.request_seconds
         try:
-            return await asyncio.wait_for(asyncio.shield(pending), limit)
+            return await _answer(runner.submit_call(payload, actor), limit)
         except TimeoutError:
             log.warning("call over the %.0fs limit: %s", limit, payload.get("toolName"))
             return wire_bytes(
@@ -351,6 +351,44 @@ class Daemon:
 UNCOMMITTED_LISTED = 50
 """How many of a workspace's uncommitted paths its status names (each with its reason)."""
 _NO_STATUS: dict[str, Any] = dict.fromkeys(("head", "branch", "pendingChanges", "uncommitted"))
+
+
+async def _answer(future: Future[bytes], limit: float) -> bytes:
+    """The result of a call running on a workspace's thread, or TimeoutError after ``limit``
+    seconds (the call goes on; so it does if the awaiting task is cancelled).
+
+    One future set from that thread: ``wait_for(shield(wrap_future(...)))`` took four turns
+    of the event loop to wake the request (0.21 ms from the answer to the response on this
+    project's machine), this takes two."""
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[bytes] = loop.create_future()
+
+    def deliver(done: Future[bytes]) -> None:
+        if waiter.done():  # (timed out, or the request went away)
+            return
+        if done.cancelled():
+            waiter.cancel()
+            return
+        exc = done.exception()
+        if exc is None:
+            waiter.set_result(done.result())
+        else:
+            waiter.set_exception(exc)
+
+    def expire() -> None:
+        if not waiter.done():
+            waiter.set_exception(TimeoutError())
+
+    def wake(done: Future[bytes]) -> None:  # (on the workspace's thread)
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(deliver, done)
+
+    future.add_done_callback(wake)
+    timer = loop.call_later(limit, expire)
+    try:
+        return await waiter
+    finally:
+        timer.cancel()
 
 
 def _runner_status(runner: WorkspaceRunner) -> dict[str, Any]:

@@ -169,3 +169,31 @@ def test_the_daemon_closes_an_idle_kept_connection_and_the_client_opens_another(
     time.sleep(1.0)  # the kept connection is closed behind the client's back
     assert client.call("mnote.page.get", "plan.md")["ok"]
     client.close()
+
+
+def test_a_call_over_the_time_limit_is_answered_and_goes_on(daemon: DaemonProcess) -> None:
+    """A write waiting for a branch lock held by someone else past ``requestSeconds`` is
+    answered with a timeout at once; it still lands once the lock is gone, and the daemon
+    answers others meanwhile."""
+    daemon.stop()
+    config = daemon.base / "limits.toml"
+    config.write_text("[limits]\nrequestSeconds = 0.5\n")
+    daemon.start("--config", str(config))
+    lock = daemon.workspace / ".git" / "refs" / "heads" / "main.lock"
+    lock.write_text("held by another program\n")
+    client = daemon.client()
+    edit = {"operations": [{"search": "Monday", "replace": "Friday"}]}
+    started = time.monotonic()
+    answer = client.call("mnote.doc.markdown_edit", "plan.md", edit)
+    waited = time.monotonic() - started
+    assert not answer["ok"] and answer["error"]["code"] == "mnote_tool_timeout", answer
+    assert "still running" in answer["error"]["message"]
+    assert waited < 2.5  # not the lock's wait (3 s): the limit's
+    assert client.request("GET", "/v1/health")[0] == 200  # served meanwhile
+    lock.unlink()
+    deadline = time.monotonic() + 10
+    while "Friday" not in daemon.git("show", "HEAD:plan.md"):
+        assert time.monotonic() < deadline, "the call did not go on after its timeout"
+        time.sleep(0.05)
+    assert "Friday" in (daemon.workspace / "plan.md").read_text()
+    client.close()
