@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from mnoted.store.atomic import fsync_dir
@@ -42,8 +42,15 @@ class Entry:
     files: tuple[FileStep, ...]
 
     def to_json(self) -> bytes:
-        data = asdict(self)
-        data["version"] = 1
+        # (by hand: ``dataclasses.asdict`` copies recursively, three times as long)
+        data = {
+            "command_id": self.command_id,
+            "branch": self.branch,
+            "parent": self.parent,
+            "commit": self.commit,
+            "files": [vars(step) for step in self.files],
+            "version": 1,
+        }
         return json.dumps(data, sort_keys=True).encode("utf-8")
 
     @classmethod
