@@ -136,6 +136,35 @@ def test_stale_base_on_the_same_block_is_a_conflict(h: Harness) -> None:
     assert "maybe" in (h.root / "notes/plan.md").read_text()
 
 
+def test_a_refused_stale_write_leaves_the_ids_carried_from_the_newest(h: Harness) -> None:
+    """A write whose base revision nobody read reads that version's page to compare (its
+    ids carried from the newest, which would make it the newest if kept); refused, it
+    leaves nothing: the next version's ids still come from the newest one, so a block
+    keeps the id agents were given."""
+    first = "# T\n\nalpha beta gamma delta\n\nOther words here.\n"
+    h.write_file("notes/ids.md", first)
+    doc = h.doc("notes/ids.md")
+
+    def block_ids() -> dict[str, str]:
+        page = h.call("mnote.page.get", documentId=doc)["result"]
+        return {b["text"]: b["id"] for b in page["blocks"]}
+
+    kept = block_ids()["alpha beta gamma delta"]
+    h.write_file("notes/ids.md", first.replace("alpha beta gamma delta", "zzz qqq www"))
+    unread = h.head()  # a version nobody read
+    h.write_file("notes/ids.md", first.replace("delta", "delta epsilon"))
+    assert block_ids()["alpha beta gamma delta epsilon"] == kept  # carried from the first
+    stale = h.write(  # its base is the unread version, and it changes that block: a conflict
+        "mnote.doc.markdown_edit",
+        documentId=doc,
+        baseRevision=unread,
+        args={"operations": [{"search": "epsilon", "replace": "eta"}]},
+    )
+    assert stale["error"]["code"] == "mnote_tool_conflict", stale
+    h.write_file("notes/ids.md", first.replace("delta", "delta epsilon") + "\nA new line.\n")
+    assert block_ids()["alpha beta gamma delta epsilon"] == kept
+
+
 def test_external_edit_is_committed_before_a_write_never_overwritten(h: Harness) -> None:
     doc = h.doc("notes/plan.md")
     (h.root / "notes/plan.md").write_text(PLAN + "\nTyped in vim, not yet committed.\n")
