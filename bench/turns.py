@@ -2,12 +2,13 @@
 
 A daemon from each checkout (``--before``, ``--after``: folders holding a ``mnoted``
 package, e.g. ``git worktree add /tmp/before <commit>``) serves a 100-file workspace of its
-own; one client sends single `markdown_edit` writes of the bench's 10 KB page, raw, on new
-connections, ten to one daemon, then ten to the other. Both orders are run, since the one
-taking the second turn has an edge (about 2% on this project's machine); the ratio with that
-edge taken out is the square root of the two orders' ratios.
+own; one client sends single `markdown_edit` writes of the bench's 10 KB page (``--page
+big.md``: its 1 MB one), raw, on new connections, ten to one daemon, then ten to the other.
+Both orders are run, since the one taking the second turn has an edge (about 2% on this
+project's machine); the ratio with that edge taken out is the square root of the two
+orders' ratios.
 
-    python bench/turns.py --before /tmp/before --after . [--writes 1500]
+    python bench/turns.py --before /tmp/before --after . [--writes 1500] [--page big.md]
 """
 
 from __future__ import annotations
@@ -26,20 +27,22 @@ from daemon import Daemon, edit_body, raw_request, workspace
 from fixture import daemon_env
 
 
-def start(tree: Path, base: Path, writes: int) -> tuple[Daemon, list[bytes]]:
+def start(tree: Path, base: Path, writes: int, page: str) -> tuple[Daemon, list[bytes]]:
     env = {**daemon_env(base), "PYTHONPATH": str(tree.resolve())}
     root = workspace(base, 100, env)
-    with (root / "page.md").open("a") as fh:
+    with (root / page).open("a") as fh:
         fh.write("\nmnoted bench marker A\n")
     daemon = Daemon(root, base, env)
     client = daemon.client()
-    return daemon, [json.dumps(edit_body(client, i)).encode() for i in range(writes + 100)]
+    return daemon, [json.dumps(edit_body(client, i, page)).encode() for i in range(writes + 100)]
 
 
-def one_order(first: Path, second: Path, writes: int) -> tuple[float, float]:
+def one_order(first: Path, second: Path, writes: int, page: str) -> tuple[float, float]:
     """Median ms of a write by each daemon, ``first`` taking the first turn of each pair."""
     with tempfile.TemporaryDirectory() as tmp:
-        pair = [start(tree, Path(tmp) / f"d{i}", writes) for i, tree in enumerate((first, second))]
+        pair = [
+            start(tree, Path(tmp) / f"d{i}", writes, page) for i, tree in enumerate((first, second))
+        ]
         try:
             for daemon, bodies in pair:  # warmed up, not timed
                 for body in bodies[:100]:
@@ -66,11 +69,14 @@ def main() -> None:
     parser.add_argument("--before", type=Path, required=True)
     parser.add_argument("--after", type=Path, required=True)
     parser.add_argument("--writes", type=int, default=1500)
+    parser.add_argument(
+        "--page", choices=("page.md", "big.md"), default="page.md", help="10 KB or 1 MB"
+    )
     args = parser.parse_args()
-    before_1, after_2 = one_order(args.before, args.after, args.writes)
+    before_1, after_2 = one_order(args.before, args.after, args.writes, args.page)
     ratio = after_2 / before_1
     print(f"before first: before {before_1:.3f} ms, after {after_2:.3f} ms, ratio {ratio:.3f}")
-    after_1, before_2 = one_order(args.after, args.before, args.writes)
+    after_1, before_2 = one_order(args.after, args.before, args.writes, args.page)
     ratio = after_1 / before_2
     print(f"after first:  after {after_1:.3f} ms, before {before_2:.3f} ms, ratio {ratio:.3f}")
     edge = math.sqrt((after_2 / before_1) * (before_2 / after_1))

@@ -60,7 +60,9 @@ def test_the_memory_benchmark_runs(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_the_benchmark_of_two_versions_in_turns_runs(tmp_path: Path) -> None:
-    out = run_bench(tmp_path, "bench/turns.py", "--before", ".", "--after", ".", "--writes", "10")
+@pytest.mark.parametrize("page", ["page.md", "big.md"])
+def test_the_benchmark_of_two_versions_in_turns_runs(tmp_path: Path, page: str) -> None:
+    args = ("--before", ".", "--after", ".", "--writes", "10", "--page", page)
+    out = run_bench(tmp_path, "bench/turns.py", *args)
     assert "before first:" in out.stdout and "after first:" in out.stdout, out.stdout
     assert "taken out:" in out.stdout, out.stdout
