@@ -84,8 +84,12 @@ class Ring:
         share = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
         both = mmap.PROT_READ | mmap.PROT_WRITE
         size = max(self._sq_array + sq_entries * 4, self._cqes + cq_entries * _CQE.size)
-        self._rings = mmap.mmap(fd, size, share, both, offset=0)
-        self._sqes = mmap.mmap(fd, sq_entries * 64, share, both, offset=_OFF_SQES)
+        try:
+            self._rings = mmap.mmap(fd, size, share, both, offset=0)
+            self._sqes = mmap.mmap(fd, sq_entries * 64, share, both, offset=_OFF_SQES)
+        except BaseException:  # (ENOMEM, a locked-memory limit: the ring is not to be had)
+            os.close(fd)
+            raise
         self._sq_mask = _U32.unpack_from(self._rings, sq_mask_at)[0]
         self._cq_mask = _U32.unpack_from(self._rings, cq_mask_at)[0]
         self._lock = threading.Lock()

@@ -98,3 +98,17 @@ def test_a_refused_submission_hands_the_syncs_to_the_pool(
     finally:
         for fd in fds:
             os.close(fd)
+
+
+def test_a_ring_that_cannot_be_mapped_leaves_no_descriptor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def refused(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOMEM, "no memory for the rings")
+
+    monkeypatch.setattr(uring.mmap, "mmap", refused)
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(5):
+        with pytest.raises(OSError):
+            uring.Ring()
+    assert len(os.listdir("/proc/self/fd")) == before
