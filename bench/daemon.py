@@ -15,9 +15,11 @@ outside the repository: see bench/mcpfs.py), timed before the daemon starts.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import socket
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -38,6 +40,7 @@ from mcpfs import Server, compare, install
 from mnoted.cli.client import Client, Unreachable
 from mnoted.store import Workspace
 from mnoted.store.atomic import write_atomic
+from mnoted.store.statedir import STATE_DIR
 
 
 def timed(fn: Callable[[], object], n: int) -> tuple[float, float]:
@@ -176,6 +179,23 @@ class Floors:
             )
         finally:
             pygit2.settings.enable_fsync_gitdir(False)
+
+
+def sidecar_bytes(root: Path) -> int:
+    """Bytes of the sidecar database's pages in use, as committed (its WAL read too)."""
+    db = sqlite3.connect(f"file:{root / STATE_DIR / 'state.sqlite3'}?mode=ro", uri=True)
+    try:
+        pages, free, size = (
+            db.execute(f"PRAGMA {name}").fetchone()[0]
+            for name in ("page_count", "freelist_count", "page_size")
+        )
+    finally:
+        db.close()
+    return int((pages - free) * size)
+
+
+def objects_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in (root / ".git/objects").rglob("*") if p.is_file())
 
 
 def paired(
@@ -356,6 +376,24 @@ def bench_size(
             30,
         )
         line("durable write on a 1 MB page", big, small, "10 KB page")
+        # What a write of the 1 MB page leaves on disk beside its commit, against what it
+        # adds to Git's objects (a loose object: the page compressed). Each of these writes
+        # makes a text the page never had (the writes above swap two texts).
+        marker = "mnoted bench marker " + "AB"[next(big_counter) % 2]
+        steps = [marker, *(f"{marker} {k}" for k in range(1, 22))]
+        for k, (old, new) in enumerate(itertools.pairwise(steps)):
+            if k == 1:  # (the first write's ids come from the texts swapped above)
+                before = sidecar_bytes(root), objects_bytes(root)
+            edit = {"operations": [{"search": old, "replace": new}]}
+            body = client.envelope("mnote.doc.markdown_edit", "big.md", edit)
+            answer = client.request("POST", "/v1/tools/call", body)[1]
+            if not answer.get("ok"):
+                raise SystemExit(f"a write of the 1 MB page failed: {answer}")
+        side, objects = sidecar_bytes(root) - before[0], objects_bytes(root) - before[1]
+        print(
+            f"  {'1 MB page: sidecar growth per write':<44} {side / 20 / 1024:8.1f} KB"
+            f"          Git objects {objects / 20 / 1024:8.1f} KB  ratio {side / objects:6.2f}"
+        )
         # Many agents writing distinct pages at once.
         latencies: list[float] = []
         failures = [0]

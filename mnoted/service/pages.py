@@ -1,35 +1,27 @@
 """Pages as the service sees them: a document at its revision, with its block ids.
 
 Block ids are not in the files, so the service keeps the id list of every blob it has
-parsed in the store's sidecar (``blockids``/<blob id>) and, per document, the last blob it
-knows (``lastblob``/<document id>). A blob seen for the first time takes its ids from the
-document's last known version (the core's carry-over), so ids survive edits made in any
-editor. Parsed pages are cached by blob id. An id list is stored one id per line (an id
-never holds a newline, and joining the 13,000 ids of a 1 MB page costs a fraction of
-encoding them as JSON); lists stored as JSON by earlier versions are still read.
+parsed in the store's sidecar (:mod:`mnoted.service.idlists`) and, per document, the last
+blob it knows (``lastblob``/<document id>). A blob seen for the first time takes its ids
+from the document's last known version (the core's carry-over), so ids survive edits made
+in any editor. Parsed pages are cached by blob id.
 """
 
 from __future__ import annotations
 
-import json
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
 from mnoted.core.page import Page, parse_page
 from mnoted.errors import NotFound
+from mnoted.service.idlists import IdLists
 from mnoted.store import DocRef, Workspace
 
 _CACHE_SIZE = 256
 _CACHE_LINES = 250_000
 """A parsed page costs about 600 bytes per line (15 MB for a 1 MB page of 23,500 lines): the
 cache keeps at most this many lines (~150 MB), whatever the number of pages."""
-
-
-def _ids_of(stored: str) -> list[str]:
-    if stored.startswith("["):  # written as JSON by an earlier version
-        ids: list[str] = json.loads(stored)
-        return ids
-    return stored.split("\n") if stored else []
 
 
 @dataclass(frozen=True)
@@ -46,45 +38,63 @@ class LoadedPage:
         return self.doc.path
 
 
+_Key = tuple[str, str, str]  # workspace id, blob id, path
+
+
+def _key(ws: Workspace, doc: DocRef, blob: str) -> _Key:
+    """A page's key in the cache: the same text at the same path may have other ids in
+    another workspace of the daemon (reached there by another history)."""
+    return (ws.workspace_id, blob, doc.path)
+
+
 class PageCache:
-    """Parsed pages by blob id, with their ids kept in the store's sidecar."""
+    """Parsed pages by blob id, with their ids kept in the store's sidecar; shared by the
+    threads of the daemon's workspaces."""
 
     def __init__(self) -> None:
-        self._pages: OrderedDict[tuple[str, str], Page] = OrderedDict()
+        self._pages: OrderedDict[_Key, Page] = OrderedDict()
         self._lines = 0
+        self._lock = threading.Lock()
+        self._ids = IdLists()
 
-    def _remember(self, key: tuple[str, str], page: Page) -> None:
-        old = self._pages.pop(key, None)
-        if old is not None:
-            self._lines -= len(old.source)
-        self._pages[key] = page
-        self._lines += len(page.source)
-        while len(self._pages) > 1 and (
-            len(self._pages) > _CACHE_SIZE or self._lines > _CACHE_LINES
-        ):
-            _, dropped = self._pages.popitem(last=False)
-            self._lines -= len(dropped.source)
+    def _cached(self, key: _Key) -> Page | None:
+        with self._lock:
+            page = self._pages.get(key)
+            if page is not None:
+                self._pages.move_to_end(key)
+            return page
+
+    def _remember(self, key: _Key, page: Page) -> None:
+        with self._lock:
+            old = self._pages.pop(key, None)
+            if old is not None:
+                self._lines -= len(old.source)
+            self._pages[key] = page
+            self._lines += len(page.source)
+            while len(self._pages) > 1 and (
+                len(self._pages) > _CACHE_SIZE or self._lines > _CACHE_LINES
+            ):
+                _, dropped = self._pages.popitem(last=False)
+                self._lines -= len(dropped.source)
 
     def at_blob(self, ws: Workspace, doc: DocRef, blob: str) -> Page | None:
         """The page of ``blob`` at ``doc``'s path: from the cache (the blob is not read
         again), else read and parsed; None if the repository lacks the blob."""
-        page = self._pages.get((blob, doc.path))
+        page = self._cached(_key(ws, doc, blob))
         if page is not None:
-            self._pages.move_to_end((blob, doc.path))
             return page
         data = ws.read_blob(blob)
         return None if data is None else self.page_for(ws, doc, blob, data)
 
     def page_for(self, ws: Workspace, doc: DocRef, blob: str, data: bytes) -> Page:
         """The page of ``data`` (blob ``blob``) with stable ids."""
-        key = (blob, doc.path)
-        cached = self._pages.get(key)
+        key = _key(ws, doc, blob)
+        cached = self._cached(key)
         if cached is not None:
-            self._pages.move_to_end(key)
             return cached
-        stored = ws.sidecar.get("blockids", blob)
-        if stored is not None:
-            page = parse_page(data, doc.path, ids=_ids_of(stored))
+        ids = self._ids_of(ws, blob)
+        if ids is not None:
+            page = parse_page(data, doc.path, ids=ids)
         else:
             previous = self._previous(ws, doc, blob)
             page = parse_page(data, doc.path, previous=previous)
@@ -96,18 +106,21 @@ class PageCache:
         last = ws.sidecar.get("lastblob", doc.document_id)
         if last is None or last == blob:
             return None
-        ids = ws.sidecar.get("blockids", last)
+        ids = self._ids_of(ws, last)
         data = ws.read_blob(last)
         if ids is None or data is None:
             return None
-        return parse_page(data, doc.path, ids=_ids_of(ids))
+        return parse_page(data, doc.path, ids=ids)
+
+    def _ids_of(self, ws: Workspace, blob: str) -> list[str] | None:
+        """The ids kept for ``blob``; None if none are (or they cannot be read)."""
+        stored = ws.sidecar.get("blockids", blob)
+        return None if stored is None else self._ids.read(ws.sidecar, stored)
 
     def remember_ids(self, ws: Workspace, doc: DocRef, blob: str, page: Page) -> None:
         """Keep ``page``'s ids as those of ``blob``, the document's newest known version."""
-        ws.sidecar.put_many(
-            [("blockids", blob, "\n".join(page.block_ids())), ("lastblob", doc.document_id, blob)]
-        )
-        self._remember((blob, doc.path), page)
+        ws.sidecar.put_many(self._ids.entries(ws.sidecar, doc.document_id, blob, page.block_ids()))
+        self._remember(_key(ws, doc, blob), page)
 
     def load(self, ws: Workspace, ref: str) -> LoadedPage:
         """The document ``ref`` (id or path) at HEAD, after committing any edit on disk."""

@@ -165,6 +165,45 @@ def test_a_refused_stale_write_leaves_the_ids_carried_from_the_newest(h: Harness
     assert block_ids()["alpha beta gamma delta epsilon"] == kept
 
 
+def test_a_long_pages_ids_at_every_revision_survive_a_restart(h: Harness) -> None:
+    """A long page's id lists are kept as changes from one version to the next: each
+    revision's ids read back the same after a restart, a stale write is rebased on them,
+    and the sidecar grows by a change per write, not by the page's whole list."""
+    text = "# Long\n\n" + "".join(f"Paragraph number {n} of the page.\n\n" for n in range(400))
+    h.write_file("notes/long.md", text)
+    doc = h.doc("notes/long.md")
+    seen: dict[str, list[str]] = {}
+    for n in range(0, 400, 10):
+        page = h.call("mnote.page.get", documentId=doc)["result"]
+        seen[page["revision"]] = [b["id"] for b in page["blocks"]]
+        resp = h.write(
+            "mnote.doc.markdown_edit",
+            documentId=doc,
+            baseRevision=page["revision"],
+            args={"operations": [{"search": f"number {n} of", "replace": f"number {n} in"}]},
+        )
+        assert resp["ok"], resp["error"]
+    stored = h.ws.sidecar.get("blockids", h.ws.blob_id("notes/long.md"))
+    assert stored.startswith("@")
+    rows = h.ws._side.conn.execute("SELECT value FROM kv WHERE namespace = 'idlist'")
+    kept = [str(v) for (v,) in rows]
+    assert sum(r.startswith("F ") for r in kept) == 2  # the first version's, the 32nd change
+    whole = len("\n".join(next(iter(seen.values()))))
+    assert sum(len(r) for r in kept) < 2 * whole + 38 * 100  # whole, it took 40 * whole
+    h.reopen()
+    ref = h.ws.resolve(doc)
+    for revision, ids in seen.items():
+        assert h.service.pages.at_revision(h.ws, ref, revision).block_ids() == ids
+    old = list(seen)[3]  # paragraph 3 changed since; 399 did not
+    resp = h.write(
+        "mnote.doc.markdown_edit",
+        documentId=doc,
+        baseRevision=old,
+        args={"operations": [{"search": "number 399 of", "replace": "number 399 in"}]},
+    )
+    assert resp["ok"] and resp["result"]["rebased"], resp
+
+
 def test_external_edit_is_committed_before_a_write_never_overwritten(h: Harness) -> None:
     doc = h.doc("notes/plan.md")
     (h.root / "notes/plan.md").write_text(PLAN + "\nTyped in vim, not yet committed.\n")
