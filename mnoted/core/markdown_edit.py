@@ -9,8 +9,9 @@ keeps its bytes. ``allowed_block_ids`` limits the lines a pair may touch.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, AnyStr
 
 from mnoted.core.commands import EditResult, changed_ids
 from mnoted.core.page import Page, parse_page, reparse_splice
@@ -20,13 +21,86 @@ from mnoted.errors import EditMismatch, InvalidArguments, TargetOutOfScope
 MAX_REPORTED = 5
 
 
-def _line_at(source: Source, offset: int) -> int:
-    """The line of ``source.normalized`` that ``offset`` falls on, its newlines counted from
-    the nearer end (a 1 MB page is 4 MB of text once it holds one emoji: ~0.8 ms a pass)."""
-    text = source.normalized
+@dataclass(frozen=True)
+class _Hit:
+    """Where a search matched once, and the page's LF text (or its bytes) with it replaced."""
+
+    first: int  # the line the match begins on
+    segment: str  # the lines the match spans, joined with LF
+    offset: int  # where in ``segment`` it begins
+    took_final_newline: bool
+    normalized: str | None
+    lf_bytes: bytes | None
+
+
+def _line_at(text: AnyStr, newline: AnyStr, newlines: int, offset: int) -> int:
+    """The line ``offset`` of ``text`` falls on, its newlines counted from the nearer end."""
     if offset <= len(text) // 2:
-        return text.count("\n", 0, offset)
-    return source.newlines - text.count("\n", offset)
+        return text.count(newline, 0, offset)
+    return newlines - text.count(newline, offset)
+
+
+def _occurrences(text: AnyStr, needle: AnyStr) -> list[int]:
+    out = []
+    at = text.find(needle)
+    while at != -1:
+        out.append(at)
+        if len(out) > MAX_REPORTED:
+            break
+        at = text.find(needle, at + 1)
+    return out
+
+
+def _search_in(
+    text: AnyStr,
+    search: AnyStr,
+    replace: AnyStr,
+    newline: AnyStr,
+    newlines: int,
+    as_str: Callable[[AnyStr], str],
+) -> _Hit | tuple[int, list[int]]:
+    """The one match of ``search`` in ``text``; else how many there are (up to
+    ``MAX_REPORTED`` + 1) and the lines of the first ones."""
+    found = _occurrences(text, search)
+    if len(found) != 1:
+        return len(found), [_line_at(text, newline, newlines, at) for at in found[:MAX_REPORTED]]
+    at = found[0]
+    stop = at + len(search)
+    seg_start = text.rfind(newline, 0, at) + 1
+    seg_end = text.find(newline, stop)
+    if seg_end == -1:
+        seg_end = len(text) - 1 if text.endswith(newline) else len(text)
+    spliced = text[:at] + replace + text[stop:]
+    return _Hit(
+        first=_line_at(text, newline, newlines, at),
+        segment=as_str(text[seg_start:seg_end]),
+        offset=len(as_str(text[seg_start:at])),
+        took_final_newline=stop > seg_end,
+        normalized=spliced if isinstance(spliced, str) else None,
+        lf_bytes=spliced if isinstance(spliced, bytes) else None,
+    )
+
+
+def _utf8(text: str) -> bytes | None:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: it is matched in the text
+        return None
+
+
+def _decoded(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _search(source: Source, search: str, replace: str) -> _Hit | tuple[int, list[int]]:
+    """``search`` in the page's LF text; in its bytes when they are that text as UTF-8 (a
+    valid UTF-8 search matches there exactly where it matches in the text)."""
+    raw = source.lf_bytes
+    if raw is not None:
+        needle, by = _utf8(search), _utf8(replace)
+        if needle is not None and by is not None:
+            return _search_in(raw, needle, by, b"\n", source.newlines, _decoded)
+    return _search_in(source.normalized, search, replace, "\n", source.newlines, str)
 
 
 def _on_lines(page: Page, start: int, end: int) -> list[str]:
@@ -47,17 +121,6 @@ def _restyled(before: Page, after: Page, ids: set[str]) -> list[str]:
             was = before.source.lines[old.start : old.head_end]
             if was != after.source.lines[new.start : new.head_end]:
                 out.append(ident)
-    return out
-
-
-def _occurrences(text: str, needle: str) -> list[int]:
-    out = []
-    at = text.find(needle)
-    while at != -1:
-        out.append(at)
-        if len(out) > MAX_REPORTED:
-            break
-        at = text.find(needle, at + 1)
     return out
 
 
@@ -85,28 +148,26 @@ def markdown_edit(
         replace = replace.replace("\r\n", "\n").replace("\r", "\n")
         if not search:
             raise InvalidArguments(f"edit {n}: search must not be empty")
-        text = current.source.normalized
-        found = _occurrences(text, search)
-        if len(found) != 1:
-            lines = [_line_at(current.source, at) + 1 for at in found[:MAX_REPORTED]]
-            more = ", ..." if len(found) > MAX_REPORTED else ""
-            where = f" (lines {', '.join(map(str, lines))}{more})" if found else ""
-            count = f"{len(found)}+" if len(found) > MAX_REPORTED else str(len(found))
+        hit = _search(current.source, search, replace)
+        if not isinstance(hit, _Hit):
+            count, at_lines = hit
+            lines = [line + 1 for line in at_lines]
+            more = ", ..." if count > MAX_REPORTED else ""
+            where = f" (lines {', '.join(map(str, lines))}{more})" if count else ""
             raise EditMismatch(
-                f"edit {n}: search matches {count} times{where}; it must match exactly once",
+                f"edit {n}: search matches {count}{'+' if more else ''} times{where};"
+                " it must match exactly once",
                 hint=(
                     "Copy the exact text from a fresh fetch of the page."
-                    if not found
+                    if not count
                     else "Add surrounding text to the search so it matches one place."
                 ),
                 edit=n,
-                matches=len(found),
+                matches=count,
                 lines=lines,
             )
-        at = found[0]
-        stop = at + len(search)
-        first = _line_at(current.source, at)
-        last = min(first + search.count("\n"), len(current.source) - 1)  # text[at:stop] == search
+        first = hit.first
+        last = min(first + search.count("\n"), len(current.source) - 1)
         if allowed is not None and not any(
             current.has_block(i) and current.block(i).start <= first and last < current.block(i).end
             for i in allowed
@@ -116,25 +177,22 @@ def markdown_edit(
                 edit=n,
                 allowedTargetBlockIds=allowed,
             )
-        # Splice only the lines the match spans, so the rest keeps its bytes and parse. The
-        # new LF text is the old one with its only match replaced (one copy of the page).
-        seg_start = text.rfind("\n", 0, at) + 1
-        seg_end = text.find("\n", stop)
-        if seg_end == -1:
-            seg_end = len(text) - 1 if text.endswith("\n") else len(text)
-        if stop > seg_end:
+        if hit.took_final_newline:
             # The match took the file's final newline: rebuild from the whole text.
-            new_text = text[:at] + replace + text[stop:]
+            new_text = hit.normalized
+            if new_text is None:
+                new_text = _decoded(hit.lf_bytes or b"")
             source = current.source.with_normalized_text(new_text)
             current = parse_page(source, current.name, previous=current)
             head, tail = min(head, first), 0
             touched.update(_on_lines(current, first, len(current.source)))
             continue
-        segment = text[seg_start:seg_end]
-        offset = at - seg_start
+        # Splice only the lines the match spans, so the rest keeps its bytes and parse; the
+        # new text (or bytes) is the old with its only match replaced.
+        segment, offset = hit.segment, hit.offset
         new_lines = (segment[:offset] + replace + segment[offset + len(search) :]).split("\n")
         source = current.source.replace_lines(
-            first, last + 1, new_lines, normalized=text.replace(search, replace, 1)
+            first, last + 1, new_lines, normalized=hit.normalized, lf_bytes=hit.lf_bytes
         )
         head, tail = min(head, first), min(tail, len(current.source) - last - 1)
         current = reparse_splice(current, source, first, last + 1, len(new_lines))

@@ -197,3 +197,53 @@ def test_a_block_whose_markup_alone_changed_is_reported_changed(
             result.page.source.lines[new.start : new.end]
             == page.source.lines[block.start : block.end]
         )
+
+
+_pieces = st.sampled_from(
+    ["a", "b", " ", "\n", "\n\n", "# h", "- i", "é", "中", "😀", "\udc80", "\r\n", "\r", "\ufeff"]
+)
+
+
+def _as_text(page_source: Source) -> Source:
+    """The same source, made to take the search through its text (as a page with a BOM or
+    CR line endings does)."""
+    out = Source(page_source.lines, page_source.ends, page_source.bom)
+    out.__dict__["lf_bytes"] = None
+    return out
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    body=st.lists(_pieces, max_size=40).map("".join),
+    raw_tail=st.sampled_from([b"", b"\xff", b"\xc3", b"\xed\xa0\x80"]),
+    data=st.data(),
+)
+def test_a_search_in_the_bytes_is_the_search_in_the_text(
+    body: str, raw_tail: bytes, data: st.DataObject
+) -> None:
+    """A page whose bytes are its LF text is searched and spliced as bytes: the same
+    matches, the same lines, the same bytes written as the search in the text, for any
+    search (emoji, invalid bytes carried as surrogates, lone surrogates, a BOM)."""
+    raw = body.encode("utf-8", "surrogateescape") + raw_tail
+    page = parse_page(raw, "p.md")
+    text = page.source.normalized
+    if text and data.draw(st.booleans()):
+        i = data.draw(st.integers(0, len(text) - 1))
+        search = text[i : data.draw(st.integers(i + 1, min(len(text), i + 12)))]
+    else:
+        search = data.draw(st.lists(_pieces, min_size=1, max_size=3).map("".join))
+    replace = data.draw(st.lists(_pieces, max_size=3).map("".join))
+    edits = [{"search": search, "replace": replace}]
+    through_text = parse_page(_as_text(page.source), "p.md")
+
+    def outcome(p: object) -> object:
+        try:
+            result = markdown_edit(p, edits)  # type: ignore[arg-type]
+        except (EditMismatch, InvalidArguments) as exc:
+            return type(exc), str(exc), exc.details
+        new = result.page.source
+        return new.to_bytes(), new.lines, new.ends, result.changed_block_ids
+
+    assert outcome(page) == outcome(through_text)
+    if page.source.lf_bytes is not None:
+        assert page.source.lf_bytes == raw
