@@ -211,6 +211,8 @@ def changed_ids(before: Page, after: Page, also: Sequence[str] = ()) -> list[str
         out = [i for i, b in new.items() if i not in old or old[i].signature() != b.signature()]
         out += [i for i in old if i not in new]
     out += [i for i in also if i not in out and (i in new or i in old)]
+    if len(out) < 2:
+        return out
     ids = list(new)  # document order; a few changed ids are looked up in C, not mapped all
     wanted = set(out)
     order = (
