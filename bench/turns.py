@@ -16,13 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from commit import quantiles
 from daemon import Daemon, edit_body, raw_request, workspace
 from fixture import daemon_env
 
@@ -37,8 +37,11 @@ def start(tree: Path, base: Path, writes: int, page: str) -> tuple[Daemon, list[
     return daemon, [json.dumps(edit_body(client, i, page)).encode() for i in range(writes + 100)]
 
 
-def one_order(first: Path, second: Path, writes: int, page: str) -> tuple[float, float]:
-    """Median ms of a write by each daemon, ``first`` taking the first turn of each pair."""
+def one_order(
+    first: Path, second: Path, writes: int, page: str
+) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Median and p99 ms of a write by each daemon, ``first`` taking the first turn of each
+    pair."""
     with tempfile.TemporaryDirectory() as tmp:
         pair = [
             start(tree, Path(tmp) / f"d{i}", writes, page) for i, tree in enumerate((first, second))
@@ -61,7 +64,7 @@ def one_order(first: Path, second: Path, writes: int, page: str) -> tuple[float,
         finally:
             for daemon, _ in pair:
                 daemon.stop()
-    return statistics.median(times[0]) * 1000, statistics.median(times[1]) * 1000
+    return quantiles(times[0]), quantiles(times[1])
 
 
 def main() -> None:
@@ -73,12 +76,16 @@ def main() -> None:
         "--page", choices=("page.md", "big.md"), default="page.md", help="10 KB or 1 MB"
     )
     args = parser.parse_args()
-    before_1, after_2 = one_order(args.before, args.after, args.writes, args.page)
-    ratio = after_2 / before_1
-    print(f"before first: before {before_1:.3f} ms, after {after_2:.3f} ms, ratio {ratio:.3f}")
-    after_1, before_2 = one_order(args.after, args.before, args.writes, args.page)
-    ratio = after_1 / before_2
-    print(f"after first:  after {after_1:.3f} ms, before {before_2:.3f} ms, ratio {ratio:.3f}")
+    (before_1, b99_1), (after_2, a99_2) = one_order(args.before, args.after, args.writes, args.page)
+    print(
+        f"before first: before {before_1:.3f} ms (p99 {b99_1:.2f}), after {after_2:.3f} ms"
+        f" (p99 {a99_2:.2f}), ratio {after_2 / before_1:.3f}"
+    )
+    (after_1, a99_1), (before_2, b99_2) = one_order(args.after, args.before, args.writes, args.page)
+    print(
+        f"after first:  after {after_1:.3f} ms (p99 {a99_1:.2f}), before {before_2:.3f} ms"
+        f" (p99 {b99_2:.2f}), ratio {after_1 / before_2:.3f}"
+    )
     edge = math.sqrt((after_2 / before_1) * (before_2 / after_1))
     fair = math.sqrt((after_2 / before_1) / (before_2 / after_1))
     print(f"after / before, the second turn's edge ({edge:.3f}) taken out: {fair:.3f}")
