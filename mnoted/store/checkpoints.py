@@ -60,6 +60,7 @@ class Checkpointer:
         mark = (st.st_mtime_ns, st.st_size)
         if self._seen.get(path) == mark:
             return
+        self._seen[path] = mark  # (one that fails is tried again when its log changes)
         try:
             conn = self._conns.get(path)
             if conn is None:  # (never creating a database: its log could outlive it)
@@ -71,5 +72,3 @@ class Checkpointer:
             failed = self._conns.pop(path, None)
             if failed is not None:
                 failed.close()
-            return
-        self._seen[path] = mark
