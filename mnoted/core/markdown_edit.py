@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, AnyStr
 
 from mnoted.core.commands import EditResult, changed_ids
-from mnoted.core.page import Page, parse_page, reparse_splice
+from mnoted.core.page import Page, reparse_splice
 from mnoted.core.source import Source
 from mnoted.errors import EditMismatch, InvalidArguments, TargetOutOfScope
 
@@ -177,22 +177,24 @@ def markdown_edit(
                 edit=n,
                 allowedTargetBlockIds=allowed,
             )
-        if hit.took_final_newline:
-            # The match took the file's final newline: rebuild from the whole text.
-            new_text = hit.normalized
-            if new_text is None:
-                new_text = _decoded(hit.lf_bytes or b"")
-            source = current.source.with_normalized_text(new_text)
-            current = parse_page(source, current.name, previous=current)
-            head, tail = min(head, first), 0
-            touched.update(_on_lines(current, first, len(current.source)))
-            continue
         # Splice only the lines the match spans, so the rest keeps its bytes and parse; the
         # new text (or bytes) is the old with its only match replaced.
         segment, offset = hit.segment, hit.offset
-        new_lines = (segment[:offset] + replace + segment[offset + len(search) :]).split("\n")
+        if hit.took_final_newline:
+            # The match ran to the end of the file: the file now ends as the new text does.
+            rest = segment[:offset] + replace
+            open_end = bool(rest) and not rest.endswith("\n")
+            new_lines = rest.split("\n") if open_end else rest.split("\n")[:-1]
+        else:
+            open_end = False
+            new_lines = (segment[:offset] + replace + segment[offset + len(search) :]).split("\n")
         source = current.source.replace_lines(
-            first, last + 1, new_lines, normalized=hit.normalized, lf_bytes=hit.lf_bytes
+            first,
+            last + 1,
+            new_lines,
+            normalized=hit.normalized,
+            lf_bytes=hit.lf_bytes,
+            open_end=open_end,
         )
         head, tail = min(head, first), min(tail, len(current.source) - last - 1)
         current = reparse_splice(current, source, first, last + 1, len(new_lines))

@@ -128,34 +128,44 @@ class Source:
         *,
         normalized: str | None = None,
         lf_bytes: bytes | None = None,
+        open_end: bool = False,
     ) -> Source:
         """Replace lines ``start:end`` with ``new`` (no terminators), in the file's newline.
 
         Lines outside the range keep their bytes, except that a last line without a
         terminator gets one when lines are added after it (the file then still ends
-        without a final newline). ``normalized``, ``lf_bytes``: the result's LF text or
-        its bytes, when the caller has them already (a search/replace spliced them), so
-        they are not joined or encoded again.
+        without a final newline). ``open_end``: the lines replaced run to the end, and the
+        result ends without a final newline (an edit took it). ``normalized``,
+        ``lf_bytes``: the result's LF text or its bytes, when the caller has them already
+        (a search/replace spliced them), so they are not joined or encoded again.
         """
         if not 0 <= start <= end <= len(self.lines):
             raise ValueError(f"line range {start}:{end} outside 0:{len(self.lines)}")
         nl = self.newline
         lines = list(self.lines)
         ends = list(self.ends)
+        at_open_end = end == len(lines) and bool(ends) and ends[-1] == ""
+        # New lines ending in an empty one at a file's open end: the new text ends with a
+        # newline, and so does the file now (an unterminated empty line is no line at all,
+        # as a fresh read of the bytes has it).
+        closes = at_open_end and bool(new) and new[-1] == ""
+        if closes:
+            new = new[:-1]
         new_ends = [nl] * len(new)
-        if end == len(lines) and ends and ends[-1] == "":
+        if at_open_end and start == end and (new or closes):
+            ends[start - 1] = nl  # the open last line is followed now
+        if at_open_end and not closes:
             # The file ends without a newline; keep it that way.
             if new:
                 new_ends[-1] = ""
-                if start == end:
-                    ends[start - 1] = nl
             elif start > 0:
                 ends[start - 1] = ""
         lines[start:end] = list(new)
         ends[start:end] = new_ends
+        if open_end and end == len(self.lines) and start + len(new) > 0:
+            ends[start + len(new) - 1] = ""
         out = Source(tuple(lines), tuple(ends), self.bom)
-        at_open_end = end == len(self.lines) and self.ends and self.ends[-1] == ""
-        if not at_open_end and len(new) >= self.ends[start:end].count(nl):
+        if not at_open_end and not open_end and len(new) >= self.ends[start:end].count(nl):
             # No fewer lines end in ``nl`` and no more in anything else: it is still the
             # most common ending (counting 30,000 again per edit of a 1 MB page is not free).
             out.__dict__["newline"] = nl
@@ -170,26 +180,3 @@ class Source:
                 self.newlines - len(before) + before.count("") + len(after) - after.count("")
             )
         return out
-
-    def with_normalized_text(self, new_text: str) -> Source:
-        """A source whose normalized text is ``new_text``, reusing this one's bytes where it can.
-
-        Unchanged lines keep their own terminators; new lines get the file's newline.
-        This is how whole-text edits (search/replace, page save) stay byte-faithful
-        outside what they change.
-        """
-        from difflib import SequenceMatcher
-
-        new_lines, new_raw_ends = split_lines(new_text)
-        if self.normalized == new_text:
-            return self
-        nl = self.newline
-        out_ends: list[str] = [nl if e else "" for e in new_raw_ends]
-        matcher = SequenceMatcher(None, self.lines, new_lines, autojunk=False)
-        for tag, i1, i2, j1, _j2 in matcher.get_opcodes():
-            if tag == "equal":
-                for k in range(i2 - i1):
-                    old_end = self.ends[i1 + k]
-                    if out_ends[j1 + k] and old_end:
-                        out_ends[j1 + k] = old_end
-        return Source(new_lines, tuple(out_ends), self.bom)

@@ -89,9 +89,11 @@ def test_bad_arguments(edits) -> None:
         markdown_edit(parse_page(SRC), edits)
 
 
-@settings(suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    st.lists(st.sampled_from(["a", "b", "c", "", "- x", "# h", "> q"]), min_size=1, max_size=8),
+    st.lists(
+        st.sampled_from(["a", "b", "c", "", "- x", "# h", "> q", "```"]), min_size=1, max_size=8
+    ),
     st.sampled_from(["\n", "\r\n", "\r"]),
     st.booleans(),
     st.data(),
@@ -99,6 +101,8 @@ def test_bad_arguments(edits) -> None:
 def test_result_is_the_text_replacement(
     lines: list[str], nl: str, final: bool, data: st.DataObject
 ) -> None:
+    """Any search/replace, the page's end included (with or without its final newline,
+    which a replacement may take or give)."""
     src = nl.join(lines) + (nl if final else "")
     page = parse_page(src.encode())
     text = page.source.normalized
@@ -107,8 +111,8 @@ def test_result_is_the_text_replacement(
     if data.draw(st.booleans()):
         assert page.source.newlines == text.count("\n")  # (then kept through the splice)
     a = data.draw(st.integers(0, len(text) - 1))
-    b = data.draw(st.integers(a + 1, len(text)))
-    replace = data.draw(st.sampled_from(["", "X", "\n", "Y\nZ", "- new item"]))
+    b = data.draw(st.one_of(st.just(len(text)), st.integers(a + 1, len(text))))
+    replace = data.draw(st.sampled_from(["", "X", "\n", "Y\nZ", "- new item", "X\n", "\n\n"]))
     try:
         result = markdown_edit(page, [{"search": text[a:b], "replace": replace}])
     except EditMismatch:
@@ -247,3 +251,17 @@ def test_a_search_in_the_bytes_is_the_search_in_the_text(
     assert outcome(page) == outcome(through_text)
     if page.source.lf_bytes is not None:
         assert page.source.lf_bytes == raw
+
+
+def test_an_edit_that_takes_the_final_newline_reparses_only_its_own_lines() -> None:
+    """A search running to the end of the page, its final newline included, is spliced as
+    any other: the blocks before it are the page's own (it rebuilt the page from its whole
+    text, diffing every line: minutes for a 1 MB page of many blank lines)."""
+    text = "".join(f"Paragraph {n}.\n\n" for n in range(2000)) + "The last line.\n"
+    page = parse_page(text.encode())
+    result = markdown_edit(page, [{"search": "The last line.\n", "replace": "The end."}])
+    assert result.page.to_bytes() == text.replace("The last line.\n", "The end.").encode()
+    first = page.blocks[0]
+    assert result.page.block(first.id) is first
+    assert result.same_ends[0] == len(page.source) - 1
+    assert_consistent(result.page)
