@@ -21,6 +21,7 @@ from mnoted.core.names import BLOCK_COMMANDS
 from mnoted.core.page import COLLAPSED_KEY, PAGE_OPTIONS, Page, parse_page, reparse_splice
 from mnoted.core.parse import add_prefix, strip_prefix
 from mnoted.core.render import item_marker, render, spec_type
+from mnoted.core.sequences import shared
 from mnoted.core.source import Source
 from mnoted.errors import InvalidArguments, InvalidTreeOperation, UnsupportedOption
 
@@ -58,51 +59,17 @@ class EditResult:
 
 
 def _common_ends(a: Source, b: Source, known: tuple[int, int] = (0, 0)) -> tuple[int, int]:
-    """How many lines ``a`` and ``b`` share at their head and at their tail, at least
-    ``known`` (what an edit knows it left alone is not compared again).
-
-    Compared a chunk of lines at a time (the comparison runs in C, and unchanged lines are
-    the very same string objects), then line by line inside the first chunk that differs:
-    a one-line edit of a 1 MB page costs about one pass over the line lists.
-    """
+    """How many lines ``a`` and ``b`` share at their head and at their tail (text and
+    ending), at least ``known`` (what an edit knows it left alone is not compared again)."""
     n = min(len(a), len(b))
-    head = _shared(a.lines, a.ends, b.lines, b.ends, n, forward=True, start=min(known[0], n))
-    tail = _shared(
-        a.lines, a.ends, b.lines, b.ends, n - head, forward=False, start=min(known[1], n - head)
+    k = min(known[0], n)
+    head = min(shared(a.lines, b.lines, n, start=k), shared(a.ends, b.ends, n, start=k))
+    k = min(known[1], n - head)
+    tail = min(
+        shared(a.lines, b.lines, n - head, forward=False, start=k),
+        shared(a.ends, b.ends, n - head, forward=False, start=k),
     )
     return head, tail
-
-
-def _shared(
-    la: Sequence[str],
-    ea: Sequence[str],
-    lb: Sequence[str],
-    eb: Sequence[str],
-    limit: int,
-    *,
-    forward: bool,
-    start: int = 0,
-) -> int:
-    """Lines equal (text and ending) from the start (or the end) of both, at most ``limit``;
-    the first ``start`` of them are known equal."""
-    na, nb = len(la), len(lb)
-
-    def span(k: int, size: int) -> bool:  # the ``size`` lines after the first ``k`` agree
-        if forward:
-            return la[k : k + size] == lb[k : k + size] and ea[k : k + size] == eb[k : k + size]
-        ia, ib = na - k - size, nb - k - size
-        return la[ia : na - k] == lb[ib : nb - k] and ea[ia : na - k] == eb[ib : nb - k]
-
-    k, chunk = start, 1024
-    while k < limit:
-        size = min(chunk, limit - k)
-        if span(k, size):
-            k += size
-        elif size == 1:
-            break
-        else:
-            chunk = max(1, size // 16)
-    return k
 
 
 def _diff_lines(src: Source, start: int, stop: int) -> list[str]:

@@ -21,6 +21,7 @@ import os
 import threading
 from collections import OrderedDict
 
+from mnoted.core.sequences import shared_ends
 from mnoted.store import KeyValue
 
 LONG = 256
@@ -28,35 +29,6 @@ LONG = 256
 _WHOLE_EVERY = 32
 _KEPT = 32
 _KEPT_IDS = 500_000  # ids of the lists kept in memory (their strings are the pages')
-_CHUNK = 256  # ids compared at a time (a slice comparison runs in C)
-
-
-def _same_start(a: list[str], b: list[str]) -> int:
-    """How many ids ``a`` and ``b`` share at their start."""
-    n = min(len(a), len(b))
-    i = 0
-    while i < n:
-        j = min(i + _CHUNK, n)
-        if a[i:j] != b[i:j]:
-            while a[i] == b[i]:
-                i += 1
-            return i
-        i = j
-    return n
-
-
-def _same_end(a: list[str], b: list[str], limit: int) -> int:
-    """How many ids ``a`` and ``b`` share at their end, at most ``limit``."""
-    la, lb = len(a), len(b)
-    i = 0
-    while i < limit:
-        j = min(i + _CHUNK, limit)
-        if a[la - j : la - i] != b[lb - j : lb - i]:
-            while a[la - 1 - i] == b[lb - 1 - i]:
-                i += 1
-            return i
-        i = j
-    return limit
 
 
 def _joined(ids: list[str]) -> str:
@@ -103,8 +75,7 @@ class IdLists:
         base = self._base(kv, document_id)
         if base is not None and base[1] + 1 < _WHOLE_EVERY:
             key, base_depth, old = base
-            start = _same_start(ids, old)
-            end = _same_end(ids, old, min(len(ids), len(old)) - start)
+            start, end = shared_ends(ids, old)
             between = ids[start : len(ids) - end]
             if 2 * len(between) < len(ids):
                 depth = base_depth + 1

@@ -1,0 +1,55 @@
+"""The line map that carries block ids over an edit made outside mnoted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mnoted.core import page as page_module
+from mnoted.core.page import diff_line_map
+
+lines = st.lists(st.sampled_from(["", "a", "b", "- c", "# d"]), max_size=30)
+
+
+@given(
+    old=lines, edits=st.lists(st.tuples(st.integers(0, 30), st.integers(0, 3), lines), max_size=3)
+)
+def test_every_line_mapped_is_the_same_line_and_the_order_is_kept(
+    old: list[str], edits: list[tuple[int, int, list[str]]]
+) -> None:
+    new = list(old)
+    for at, removed, added in edits:
+        at = min(at, len(new))
+        new[at : at + removed] = added
+    mapped = diff_line_map(old, new)
+    pairs = sorted(mapped.items())
+    assert all(old[i] == new[j] for i, j in pairs)
+    assert [j for _, j in pairs] == sorted({j for _, j in pairs})  # increasing, no repeat
+    assert len(mapped) == len(pairs) == len(list(mapped))
+    head = 0
+    while head < min(len(old), len(new)) and old[head] == new[head]:
+        head += 1
+    assert all(mapped[i] == i for i in range(head))  # what both start with stays put
+
+
+def test_a_save_that_changes_one_line_matches_only_that_part(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only the lines between what both versions share at their ends are matched by
+    difflib (quadratic in a page's blank lines: 10 s on a 1 MB page)."""
+    compared: list[int] = []
+    real = page_module.SequenceMatcher
+
+    def spy(junk: Any, a: list[str], b: list[str], autojunk: bool = True) -> Any:
+        compared.append(len(a) + len(b))
+        return real(junk, a, b, autojunk=autojunk)
+
+    monkeypatch.setattr(page_module, "SequenceMatcher", spy)
+    old = [f"line {n}" if n % 2 else "" for n in range(20_000)]
+    new = [*old[:9_000], "typed in an editor", *old[9_001:]]
+    mapped = diff_line_map(old, new)
+    assert compared == [2]
+    assert len(mapped) == 19_999 and 9_000 not in mapped and mapped[19_999] == 19_999
