@@ -23,8 +23,12 @@ def rows_in_file_alone(db: Path, tmp: Path) -> int:
     conn = sqlite3.connect(copy)
     try:
         return int(conn.execute("SELECT count(*) FROM kv").fetchone()[0])
-    except sqlite3.OperationalError:  # not even the tables yet
-        return 0
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):  # not even the tables yet
+            return 0
+        raise
+    except sqlite3.DatabaseError:  # copied in the middle of a checkpoint: look again
+        return -1
     finally:
         conn.close()
         copy.unlink()
