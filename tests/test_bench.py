@@ -48,6 +48,7 @@ def test_the_daemon_benchmark_runs(tmp_path: Path) -> None:
         "read: mnote.page.get (cached 10 KB page)",
         "durable write on a 1 MB page",
         "1 MB page: sidecar growth per write",
+        "1 MB page saved in an editor, read back",
         "2 agents, distinct pages: commits/s",
     ):
         assert label in out.stdout, (label, out.stdout)
