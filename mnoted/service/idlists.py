@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-from collections import OrderedDict
 
 from mnoted.core.sequences import shared_ends
+from mnoted.service.lru import Bounded
 from mnoted.store import KeyValue
 
 LONG = 256
@@ -45,9 +44,9 @@ class IdLists:
     by the workspaces' threads (record keys are random: they never meet)."""
 
     def __init__(self) -> None:
-        self._kept: OrderedDict[str, tuple[int, list[str]]] = OrderedDict()
-        self._kept_ids = 0
-        self._lock = threading.Lock()
+        self._kept: Bounded[str, tuple[int, list[str]]] = Bounded(
+            _KEPT, _KEPT_IDS, lambda kept: len(kept[1])
+        )
 
     def read(self, kv: KeyValue, stored: str) -> list[str] | None:
         """The ids of a blob's entry ``stored``; None if its record cannot be read."""
@@ -68,7 +67,7 @@ class IdLists:
             return [("blockids", blob, _joined(ids)), newest]
         stored = kv.get("blockids", blob)
         if stored is not None and stored.startswith("@"):  # a content come back (an undo)
-            kept = self._in_memory(stored[1:])
+            kept = self._kept.get(stored[1:])
             if kept is not None and kept[1] == ids:
                 return [newest]
         depth, record = 0, ""
@@ -83,7 +82,7 @@ class IdLists:
         if not depth:
             record = f"F {len(ids)}\n{_joined(ids)}"
         key = os.urandom(8).hex()
-        self._keep(key, depth, ids)
+        self._kept.put(key, (depth, ids))
         return [("idlist", key, record), ("blockids", blob, "@" + key), newest]
 
     def _base(self, kv: KeyValue, document_id: str) -> tuple[str, int, list[str]] | None:
@@ -97,7 +96,7 @@ class IdLists:
 
     def _record(self, kv: KeyValue, key: str, hops: int = 0) -> tuple[int, list[str]] | None:
         """A record's depth and ids, rebuilt from the records it rests on."""
-        kept = self._in_memory(key)
+        kept = self._kept.get(key)
         if kept is not None:
             return kept
         text = kv.get("idlist", key)
@@ -124,21 +123,5 @@ class IdLists:
             return None
         if len(ids) != count:
             return None
-        self._keep(key, depth, ids)
+        self._kept.put(key, (depth, ids))
         return depth, ids
-
-    def _in_memory(self, key: str) -> tuple[int, list[str]] | None:
-        with self._lock:
-            kept = self._kept.get(key)
-            if kept is not None:
-                self._kept.move_to_end(key)
-            return kept
-
-    def _keep(self, key: str, depth: int, ids: list[str]) -> None:
-        with self._lock:
-            old = self._kept.pop(key, None)
-            self._kept_ids += len(ids) - (0 if old is None else len(old[1]))
-            self._kept[key] = (depth, ids)
-            while len(self._kept) > 1 and (len(self._kept) > _KEPT or self._kept_ids > _KEPT_IDS):
-                _, (_, dropped) = self._kept.popitem(last=False)
-                self._kept_ids -= len(dropped)

@@ -9,13 +9,12 @@ in any editor. Parsed pages are cached by blob id.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 
 from mnoted.core.page import Page, parse_page
 from mnoted.errors import NotFound
 from mnoted.service.idlists import IdLists
+from mnoted.service.lru import Bounded
 from mnoted.store import DocRef, Workspace
 
 _CACHE_SIZE = 256
@@ -52,35 +51,15 @@ class PageCache:
     threads of the daemon's workspaces."""
 
     def __init__(self) -> None:
-        self._pages: OrderedDict[_Key, Page] = OrderedDict()
-        self._lines = 0
-        self._lock = threading.Lock()
+        self._pages: Bounded[_Key, Page] = Bounded(
+            _CACHE_SIZE, _CACHE_LINES, lambda page: len(page.source)
+        )
         self._ids = IdLists()
-
-    def _cached(self, key: _Key) -> Page | None:
-        with self._lock:
-            page = self._pages.get(key)
-            if page is not None:
-                self._pages.move_to_end(key)
-            return page
-
-    def _remember(self, key: _Key, page: Page) -> None:
-        with self._lock:
-            old = self._pages.pop(key, None)
-            if old is not None:
-                self._lines -= len(old.source)
-            self._pages[key] = page
-            self._lines += len(page.source)
-            while len(self._pages) > 1 and (
-                len(self._pages) > _CACHE_SIZE or self._lines > _CACHE_LINES
-            ):
-                _, dropped = self._pages.popitem(last=False)
-                self._lines -= len(dropped.source)
 
     def at_blob(self, ws: Workspace, doc: DocRef, blob: str) -> Page | None:
         """The page of ``blob`` at ``doc``'s path: from the cache (the blob is not read
         again), else read and parsed; None if the repository lacks the blob."""
-        page = self._cached(_key(ws, doc, blob))
+        page = self._pages.get(_key(ws, doc, blob))
         if page is not None:
             return page
         data = ws.read_blob(blob)
@@ -89,7 +68,7 @@ class PageCache:
     def page_for(self, ws: Workspace, doc: DocRef, blob: str, data: bytes) -> Page:
         """The page of ``data`` (blob ``blob``) with stable ids."""
         key = _key(ws, doc, blob)
-        cached = self._cached(key)
+        cached = self._pages.get(key)
         if cached is not None:
             return cached
         ids = self._ids_of(ws, blob)
@@ -99,7 +78,7 @@ class PageCache:
             previous = self._previous(ws, doc, blob)
             page = parse_page(data, doc.path, previous=previous)
             self.remember_ids(ws, doc, blob, page)
-        self._remember(key, page)
+        self._pages.put(key, page)
         return page
 
     def _previous(self, ws: Workspace, doc: DocRef, blob: str) -> Page | None:
@@ -120,7 +99,7 @@ class PageCache:
     def remember_ids(self, ws: Workspace, doc: DocRef, blob: str, page: Page) -> None:
         """Keep ``page``'s ids as those of ``blob``, the document's newest known version."""
         ws.sidecar.put_many(self._ids.entries(ws.sidecar, doc.document_id, blob, page.block_ids()))
-        self._remember(_key(ws, doc, blob), page)
+        self._pages.put(_key(ws, doc, blob), page)
 
     def load(self, ws: Workspace, ref: str) -> LoadedPage:
         """The document ``ref`` (id or path) at HEAD, after committing any edit on disk."""
