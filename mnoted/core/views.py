@@ -10,7 +10,6 @@ the revision keys a later write is checked against.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
@@ -38,12 +37,6 @@ def conflict_key(page: Page, revision: str, blob: str | None = None) -> str:
 
 def revision_ref(revision: str, block: Block) -> str:
     return f"body:{revision}:{block.id}"
-
-
-@dataclass
-class _Entry:
-    block: Block
-    heading_path: list[str]
 
 
 def _heading_paths(page: Page) -> dict[str, list[str]]:
@@ -140,6 +133,17 @@ def _xml(block: Block, subtree: bool, editable: set[str]) -> str:
     return f"<block {attrs}>{own}{inner}</block>"
 
 
+def _render(fmt: str, page: Page, block: Block, subtree: bool, editable: set[str]) -> str:
+    """One block (with the blocks inside it if ``subtree``) in the asked format, the only
+    one rendered (rendering all three for a Markdown fetch spent half of it on XML);
+    ``json`` sends no page text and counts the blocks' text against the budget."""
+    if fmt == "markdown":
+        return _markdown(page, block, subtree)
+    if fmt == "page_xml":
+        return _xml(block, subtree, editable)
+    return _text(block, subtree)
+
+
 def build_context(
     page: Page,
     *,
@@ -176,29 +180,23 @@ def build_context(
         except ValueError:
             raise InvalidArguments("cursor is not one this view returned") from None
     allowed_set = set(allowed) if editable else set()
-    paths = _heading_paths(page)
+    paths = _heading_paths(page) if scope == "keyword" else {}
     used = 0
-    parts_md: list[str] = []
-    parts_text: list[str] = []
-    parts_xml: list[str] = []
+    parts: list[str] = []
     blocks_out: list[dict[str, Any]] = []
     warnings = list(page.warnings)
     stop = len(shown)
     for n in range(start, len(shown)):
         block = shown[n]
-        md = _markdown(page, block, subtree)
-        txt = _text(block, subtree)
-        xml = _xml(block, subtree, allowed_set)
-        size = {"markdown": len(md), "text": len(txt), "page_xml": len(xml), "json": len(txt)}[fmt]
+        rendered = _render(fmt, page, block, subtree, allowed_set)
+        size = len(rendered)
         if used and used + size > budget:
             stop = n
             break
         if not used and size > budget:
             warnings.append(f"block {block.id} alone is larger than the budget; it is sent whole")
         used += size
-        parts_md.append(md)
-        parts_text.append(txt)
-        parts_xml.append(xml)
+        parts.append(rendered)
         for b in block.walk() if subtree else [block]:
             item: dict[str, Any] = {
                 "blockId": b.id,
@@ -219,7 +217,6 @@ def build_context(
             f"truncated at block {stop} of {len(shown)} to stay within {budget} characters; "
             "call again with the continuation cursor for the rest"
         )
-    title_attr = quoteattr(page.title)
     out: dict[str, Any] = {
         "schema": SCHEMA,
         "workspaceId": workspace_id,
@@ -239,14 +236,9 @@ def build_context(
         else None,
     }
     field = _FORMAT_FIELD[fmt]
-    if field == "markdown":
-        out["markdown"] = "\n\n".join(parts_md)
-    elif field == "pageText":
-        out["pageText"] = "\n\n".join(parts_text)
-    elif field == "pageXml":
-        out["pageXml"] = (
-            f"<page id={quoteattr(document_id)} revision={quoteattr(revision)} title={title_attr}>"
-            + "".join(parts_xml)
-            + "</page>"
-        )
+    if field == "pageXml":
+        attrs = f"id={quoteattr(document_id)} revision={quoteattr(revision)}"
+        out["pageXml"] = f"<page {attrs} title={quoteattr(page.title)}>{''.join(parts)}</page>"
+    elif field is not None:
+        out[field] = "\n\n".join(parts)
     return out
