@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
+import pydantic_core
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 Effect = Literal["read", "write", "dry_run", "none"]
@@ -162,11 +163,17 @@ class ToolResponse(BaseModel):
         return self.model_dump(mode="json", exclude_none=False)
 
 
-def wire_json(value: Any) -> str:
-    """How answers go on the wire: JSON without spaces after separators (3% smaller)."""
-    return json.dumps(value, separators=(",", ":"))
-
-
 def wire_bytes(value: Any) -> bytes:
-    """:func:`wire_json`, encoded: a response body as the daemon sends it."""
-    return wire_json(value).encode()
+    """How answers go on the wire: compact JSON in UTF-8, made by pydantic-core (a 10 KB
+    page's fetch: 43 µs against the json module's 138, which escaped every non-ASCII
+    character too); text pydantic-core cannot encode (a lone surrogate, from a file that is
+    not UTF-8) goes through the json module, escaped."""
+    try:
+        return pydantic_core.to_json(value)
+    except pydantic_core.PydanticSerializationError:
+        return json.dumps(value, separators=(",", ":")).encode()
+
+
+def wire_json(value: Any) -> str:
+    """:func:`wire_bytes` as text (kept answers are put together as text)."""
+    return wire_bytes(value).decode()

@@ -7,6 +7,10 @@ import os
 import time
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mnoted.contract.envelope import wire_bytes, wire_json
 from mnoted.store import statcache
 from tests.service.conftest import Harness
 
@@ -168,3 +172,21 @@ def test_the_wire_answer_is_the_envelope_the_call_gives(h: Harness) -> None:
     assert wire["ok"], wire
     assert wire["toolCallId"] == edit["toolCallId"]
     assert wire["result"]["revision"] == h.head()
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(_JSON)
+def test_answers_on_the_wire_read_back_as_they_were(value: Any) -> None:
+    """Any text (lone surrogates from a file that is not UTF-8 included: those go through the
+    json module, escaped) reads back equal; other non-ASCII goes as UTF-8, not escaped."""
+    sent = wire_bytes(value)
+    assert json.loads(sent) == value
+    assert wire_json(value) == sent.decode()
+    if isinstance(value, str) and value.isprintable() and not {'"', "\\"} & set(value):
+        assert sent == b'"' + value.encode() + b'"'  # non-ASCII as UTF-8, not escaped
