@@ -142,6 +142,10 @@ class Client:
             # a third of json.loads' time.
             return answer.status, pydantic_core.from_json(answer.body)
         except ValueError:
+            pass
+        try:  # it refuses lone surrogates: a page's bytes that are not UTF-8, as sent
+            return answer.status, json.loads(answer.body)
+        except ValueError:
             return answer.status, {
                 "ok": False,
                 "error": {"code": "mnote_http", "message": answer.body.decode(errors="replace")},

@@ -8,6 +8,7 @@ Exit codes: 0 ok, 1 tool error, 2 usage, 3 daemon unreachable.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import shlex
@@ -484,7 +485,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> int:
-    """Console entry point: ``main`` with a quiet exit when stdout is closed early (``| head``)."""
+    """Console entry point: ``main`` with a quiet exit when stdout is closed early (``| head``).
+    A page's bytes that are not UTF-8 (lone surrogates in its text) are printed as they are."""
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(errors="surrogateescape")
     try:
         return main()
     except BrokenPipeError:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import unicodedata
 from typing import Any
+
+from mnoted.contract.envelope import readable_json
 
 _RED, _GREEN, _CYAN, _BOLD, _RESET = "\033[31m", "\033[32m", "\033[36m", "\033[1m", "\033[0m"
 
@@ -41,7 +42,7 @@ def print_response(response: dict[str, Any], color: bool = False) -> None:
         if error.get("hint"):
             print(f"  hint: {error['hint']}", file=sys.stderr)
         if error.get("details"):
-            details = json.dumps(error["details"], ensure_ascii=False)
+            details = readable_json(error["details"])[0]
             print(f"  details: {details}", file=sys.stderr)
         return
     result = response.get("result") or {}
@@ -103,7 +104,7 @@ def print_response(response: dict[str, Any], color: bool = False) -> None:
 def print_json(value: object) -> None:
     """JSON for a person to read: indented, and names in any script as they are written
     (a workspace at ``~/笔记`` printed as ``\\u7b14\\u8bb0`` before)."""
-    print(json.dumps(value, indent=2, ensure_ascii=False))
+    print(readable_json(value, indent=2)[0])
 
 
 def print_tools(manifest: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@ accepted too and folded into ``args`` by the executor.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal
 
 import pydantic_core
@@ -172,6 +173,18 @@ def wire_bytes(value: Any) -> bytes:
         return pydantic_core.to_json(value)
     except pydantic_core.PydanticSerializationError:
         return json.dumps(value, separators=(",", ":")).encode()
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def readable_json(value: Any, indent: int | None = None) -> tuple[str, bool]:
+    """JSON for a person or a model to read, and whether it escaped anything: text in any
+    script as it is, except lone surrogates (the bytes of a file that are not UTF-8, as the
+    daemon sends them), which no UTF-8 output can carry: those are written as escapes."""
+    text = json.dumps(value, ensure_ascii=False, indent=indent)
+    text, escaped = _LONE_SURROGATE.subn(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text, escaped > 0
 
 
 def wire_json(value: Any) -> str:

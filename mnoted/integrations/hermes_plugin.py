@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mnoted.cli.client import Client, Unreachable
+from mnoted.contract.envelope import readable_json
 from mnoted.contract.tools import TOOLS, ToolSpec
 from mnoted.integrations.tooling import agent_schema, split_arguments
 
@@ -58,7 +59,7 @@ def make_handler(
                 "args": tool_args,
             }
             _status, response = client_factory().request("POST", "/v1/tools/call", body)
-            return json.dumps(response, ensure_ascii=False)
+            return readable_json(response)[0]
         except Unreachable as exc:
             return _error(
                 spec, "mnote_daemon_unreachable", str(exc), "Start mnoted, or set MNOTED_SOCKET."

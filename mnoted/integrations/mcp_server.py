@@ -8,7 +8,6 @@ over its socket. The daemon does every check; this bridge only translates.
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any
 
@@ -19,6 +18,7 @@ from mcp.server.stdio import stdio_server
 
 from mnoted import __version__
 from mnoted.cli.client import Client
+from mnoted.contract.envelope import readable_json
 from mnoted.contract.tools import lookup
 from mnoted.integrations.tooling import agent_schema, split_arguments
 
@@ -80,9 +80,11 @@ def build_server(client: Client) -> Server[Any]:
         _status, response = await anyio.to_thread.run_sync(
             client.request, "POST", "/v1/tools/call", body
         )
+        text, escaped = readable_json(response)
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=json.dumps(response, ensure_ascii=False))],
-            structured_content=response,
+            content=[types.TextContent(type="text", text=text)],
+            # (the SDK's encoder refuses lone surrogates: then the text alone carries it)
+            structured_content=None if escaped else response,
             is_error=not response.get("ok", False),
         )
 
