@@ -6,6 +6,8 @@ import re
 
 import pytest
 
+from mnoted.cli.client import parse_answer
+from mnoted.contract.envelope import wire_bytes
 from tests.service.conftest import Harness
 
 HOSTILE = {
@@ -37,6 +39,7 @@ def test_hostile_file_round_trips_and_reads(h: Harness, name: str) -> None:
     ]:
         resp = h.call(tool, documentId=f"odd/{name}", args=args)
         assert resp["ok"], (tool, resp["error"])
+        assert parse_answer(wire_bytes(resp)) == resp  # as the project's client reads it
     assert path.read_bytes() == data
 
 
