@@ -185,8 +185,3 @@ def readable_json(value: Any, indent: int | None = None) -> tuple[str, bool]:
     text = json.dumps(value, ensure_ascii=False, indent=indent)
     text, escaped = _LONE_SURROGATE.subn(lambda m: f"\\u{ord(m.group()):04x}", text)
     return text, escaped > 0
-
-
-def wire_json(value: Any) -> str:
-    """:func:`wire_bytes` as text (kept answers are put together as text)."""
-    return wire_bytes(value).decode()

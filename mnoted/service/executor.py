@@ -97,7 +97,7 @@ class Call:
     service: Service
     now: float
     loaded: list[LoadedPage] = field(default_factory=list)  # the pages it read, in order
-    kept: str | None = None  # a write's answer as encoded for its idempotency record
+    kept: bytes | None = None  # a write's answer as encoded for its idempotency record
 
     def load(self, ref: str | None = None) -> LoadedPage:
         """The call's document (or ``ref``), checked against the caller's grants."""
@@ -253,7 +253,7 @@ class Service:
             )
         return wire_bytes(response.to_wire())
 
-    def _respond(self, raw: Any, actor: Actor) -> tuple[ToolResponse, str | None]:
+    def _respond(self, raw: Any, actor: Actor) -> tuple[ToolResponse, bytes | None]:
         """The response, and the encoded body of a read's answer if it was made (else None)."""
         name = str(raw.get("toolName", "")) if isinstance(raw, Mapping) else ""
         try:
@@ -288,7 +288,7 @@ class Service:
             error=ErrorBody(**exc.to_dict()),
         )
 
-    def _call(self, raw: Mapping[str, Any], actor: Actor) -> tuple[ToolResponse, str | None]:
+    def _call(self, raw: Mapping[str, Any], actor: Actor) -> tuple[ToolResponse, bytes | None]:
         call = self._admit(raw, actor)
         handler = HANDLERS.get(call.spec.name)
         if handler is None:
@@ -371,7 +371,7 @@ class Service:
         request = call.request
         return readcache.envelope(call.spec.name, request.toolCallId, request.traceId, answer.body)
 
-    def _keep_answer(self, call: Call, response: ToolResponse) -> str:
+    def _keep_answer(self, call: Call, response: ToolResponse) -> bytes:
         """A read's encoded answer, kept if it rests on one page checked against the branch
         itself."""
         body = _encoded(response)
@@ -695,7 +695,7 @@ class Service:
         )
 
 
-def _encoded(response: ToolResponse) -> str:
+def _encoded(response: ToolResponse) -> bytes:
     """The encoded ``"result": ..., "audit": ...`` of a successful answer."""
     wire = response.to_wire()
     return readcache.encode(wire["result"], wire["audit"])
@@ -705,7 +705,7 @@ def _keep(call: Call, key: str, digest: str, response: ToolResponse) -> None:
     """Keep a write's answer with its idempotency record, to replay it as it was (and
     send it encoded as kept: one encoding for both)."""
     call.kept = _encoded(response)
-    call.ws.idempotency.record(key, digest, "{" + call.kept + "}")
+    call.ws.idempotency.record(key, digest, (b"{%s}" % call.kept).decode())
 
 
 def approval_required(actor: Actor, ws: Workspace, spec: ToolSpec) -> bool:

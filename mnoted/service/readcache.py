@@ -28,7 +28,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from mnoted.contract.envelope import wire_json
+from mnoted.contract.envelope import wire_bytes
 from mnoted.service.actors import Actor
 from mnoted.store.statcache import Key
 
@@ -43,7 +43,7 @@ class Answer:
 
     basis: tuple[object, Key]  # Workspace.read_basis: the refs stamp, the file's stat key
     path: str  # the page's file
-    body: str  # '"result": ..., "audit": ...' of the envelope, encoded
+    body: bytes  # '"result": ..., "audit": ...' of the envelope, as sent
 
 
 def request_key(tool: str, workspace_id: str, document: str, args: Any) -> str:
@@ -51,16 +51,16 @@ def request_key(tool: str, workspace_id: str, document: str, args: Any) -> str:
     return json.dumps([tool, workspace_id, document, args], sort_keys=True, default=str)
 
 
-def encode(result: dict[str, Any], audit: dict[str, Any]) -> str:
-    return f'"result":{wire_json(result)},"audit":{wire_json(audit)},"error":null'
+def encode(result: dict[str, Any], audit: dict[str, Any]) -> bytes:
+    return b'"result":%s,"audit":%s,"error":null' % (wire_bytes(result), wire_bytes(audit))
 
 
-def envelope(tool: str, tool_call_id: str | None, trace_id: str | None, body: str) -> bytes:
+def envelope(tool: str, tool_call_id: str | None, trace_id: str | None, body: bytes) -> bytes:
     """The response envelope of a kept answer (the fields of ``ToolResponse``, in order)."""
-    head = wire_json(
+    head = wire_bytes(
         {"ok": True, "toolName": tool, "toolCallId": tool_call_id, "traceId": trace_id}
     )
-    return f"{head[:-1]},{body}}}".encode()
+    return b"%s,%s}" % (head[:-1], body)
 
 
 class ReadCache:

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mnoted.contract.envelope import wire_bytes, wire_json
+from mnoted.contract.envelope import wire_bytes
 from mnoted.store import statcache
 from tests.service.conftest import Harness
 
@@ -133,7 +133,7 @@ def test_kept_answers_are_bounded_by_count_and_size() -> None:
     owner = Actor.owner()
 
     def answer(chars: int) -> Answer:
-        return Answer((None, (0, 0, 0, 0, 0, 0)), "p.md", "x" * chars)
+        return Answer((None, (0, 0, 0, 0, 0, 0)), "p.md", b"x" * chars)
 
     by_count = ReadCache(limit=3, size=10_000)
     for n in range(5):
@@ -187,6 +187,5 @@ def test_answers_on_the_wire_read_back_as_they_were(value: Any) -> None:
     json module, escaped) reads back equal; other non-ASCII goes as UTF-8, not escaped."""
     sent = wire_bytes(value)
     assert json.loads(sent) == value
-    assert wire_json(value) == sent.decode()
     if isinstance(value, str) and value.isprintable() and not {'"', "\\"} & set(value):
         assert sent == b'"' + value.encode() + b'"'  # non-ASCII as UTF-8, not escaped
