@@ -32,7 +32,7 @@ from mnoted.service.executor import Service
 from mnoted.service.file_tools import GRANTS, GRANTS_BY_PATH, grant_meta, read_grant
 from mnoted.service.retention import forget_old
 from mnoted.service.review import close_store, store_of
-from mnoted.store import Maintainer, Workspace
+from mnoted.store import Maintainer, Workspace, trees
 from mnoted.store.config import CONFIG_PATH
 from mnoted.store.paths import hard_linked
 from mnoted.store.reviews import ReviewStore
@@ -378,11 +378,8 @@ class WorkspaceRunner:
                     tree = repo.head.peel(pygit2.Tree)
                 except (pygit2.GitError, KeyError):  # no commit yet
                     return False
-                try:
-                    entry = tree[path.rstrip("/")]
-                except KeyError:
-                    return False
-                return (entry.type_str == "tree") == path.endswith("/")
+                entry = trees.object_at(tree, path.rstrip("/"))
+                return entry is not None and (entry.type_str == "tree") == path.endswith("/")
 
         return IgnoreRules(ignored, tracked)
 

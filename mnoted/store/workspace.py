@@ -579,7 +579,7 @@ class Workspace:
         self._check_thread()
         try:
             commit = self._repo.revparse_single(revision)
-            entry = commit.peel(pygit2.Commit).tree[normalize(path)]
+            entry = commit.peel(pygit2.Commit).tree[trees.pinned(normalize(path))]
         except (KeyError, ValueError, pygit2.GitError, PathRejected):
             return None
         blob = self._repo[entry.id]
@@ -1461,7 +1461,7 @@ class Workspace:
         says why not before)."""
         self._odb_stale = False
         self._staging = packs.Staging(self._staging)  # a backend belongs to one database
-        odb = pygit2.Odb(str(self.gitdir / "objects"))
+        odb = pygit2.Odb(trees.pinned(str(self.gitdir / "objects")))
         odb.add_backend(self._staging, _STAGING_PRIORITY)
         self._repo.set_odb(odb)
         if retired:

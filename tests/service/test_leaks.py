@@ -1,0 +1,60 @@
+"""Nothing a command does stays in memory for good: a daemon serves agents for weeks.
+
+Commands, reads and editor saves run again and again on notes in folders; any place that
+allocates an object per call which then lives on is a leak, however small (pygit2 kept a
+reference to every path string it was handed: ~60 bytes a lookup, a daemon's heap growing
+by ~1 MB every thousand writes). tracemalloc counts, by where it was made, each object
+still alive after the calls: a bounded cache holds at most its bound, a leak one object or
+more per call.
+"""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+
+from mnoted.store import paths
+from tests.service.conftest import PLAN, Harness
+
+WARM = 100
+CYCLES = 400
+
+
+def test_repeated_commands_keep_nothing_alive(h: Harness) -> None:
+    for i in range(3):
+        h.write_file(f"notes/sub/p{i}.md", PLAN + "\nmarker A\n")
+    h.write_file("notes/sub/edited.md", "# Edited in an editor\n")
+    markers = ["A", "A", "A"]
+
+    def cycle(k: int) -> None:
+        # A daemon serving more paths than the normalised-path cache holds: every call
+        # hands new string objects to the store, as most calls then do.
+        paths._normalized.cache_clear()
+        i = k % 3
+        old, markers[i] = markers[i], "B" if markers[i] == "A" else "A"
+        edit = {"operations": [{"search": f"marker {old}", "replace": f"marker {markers[i]}"}]}
+        assert h.write("mnote.doc.markdown_edit", documentId=f"notes/sub/p{i}.md", args=edit)["ok"]
+        assert h.call("mnote.doc.fetch", documentId=f"notes/sub/p{(k + 1) % 3}.md", args={})["ok"]
+        assert h.call("mnote.page.get", documentId=f"notes/sub/p{(k + 2) % 3}.md", args={})["ok"]
+        h.write_file("notes/sub/edited.md", f"# Edited in an editor\n\nsave {k % 2}\n")
+
+    for k in range(WARM):
+        cycle(k)
+    gc.collect()
+    tracemalloc.start(8)
+    try:
+        before = tracemalloc.take_snapshot()
+        for k in range(WARM, WARM + CYCLES):
+            cycle(k)
+        gc.collect()
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    grown = [
+        stat for stat in after.compare_to(before, "traceback") if stat.count_diff >= CYCLES // 2
+    ]
+    assert not grown, "objects kept alive by every call or two:\n" + "\n\n".join(
+        f"+{stat.count_diff} objects, +{stat.size_diff} bytes, made at\n"
+        + "\n".join(stat.traceback.format())
+        for stat in grown
+    )
