@@ -4,8 +4,11 @@ A daemon that serves agents for days must not grow with the number of writes it 
 caches (parsed pages, kept answers, libgit2's objects) each have a bound, and what it
 holds once they are full is what it holds for good. This bench starts the daemon on a
 workspace of `--files` notes (folders of 100, as `bench/daemon.py`), then, through its
-socket, appends a line to every third of the first 3,000 notes in turn and reads each of
-them with `mnote.doc.fetch`, until `--writes` writes were made. The daemon's resident set
+socket, edits every third of the first 3,000 notes in turn (`mnote.doc.markdown_edit`: a
+line of its own switched between two texts of one length) and reads each of them with
+`mnote.doc.fetch`, until `--writes` writes were made. The notes keep their size: notes
+that grew would fill the same bounded caches with more, which is not the number of writes
+(an earlier version appended a line each time; its notes grew ninefold). The daemon's resident set
 (`VmRSS`) and the part of it not backed by a file (`RssAnon`: the heap, where a leak
 shows) are printed every `--every` writes, each as a ratio to its value when the daemon
 was ready (the reference, measured in the same run), with the rate of writes (and their
@@ -27,6 +30,7 @@ from daemon import Daemon, workspace
 from fixture import daemon_env, status_mb
 
 PAGES = 3000
+MARKER = "mnoted memory bench: "
 
 
 def main() -> None:
@@ -45,6 +49,11 @@ def main() -> None:
             p.relative_to(root).as_posix()
             for p in root.glob("d*/**/*.md")  # the fixture's notes (not page.md, big.md)
         )[:PAGES]
+        written = notes[::3]
+        for note in written:  # committed by the daemon as it starts (an editor's saves)
+            with (root / note).open("a") as fh:
+                fh.write(f"\n{MARKER}A\n")
+        shown = dict.fromkeys(written, "A")
         daemon = Daemon(root, base, env)
         try:
             client = daemon.client()
@@ -60,9 +69,13 @@ def main() -> None:
                     assert got.get("ok"), got
                     if i % 3:
                         continue
-                    text = {"content": [f"written {writes}"], "mode": "append"}
+                    old, shown[note] = shown[note], "B" if shown[note] == "A" else "A"
+                    swap = {"search": MARKER + old, "replace": MARKER + shown[note]}
+                    edit = {"operations": [swap]}
                     done = client.request(
-                        "POST", "/v1/tools/call", client.envelope("mnote.page.save", note, text)
+                        "POST",
+                        "/v1/tools/call",
+                        client.envelope("mnote.doc.markdown_edit", note, edit),
                     )[1]
                     assert done.get("ok"), done
                     writes += 1
