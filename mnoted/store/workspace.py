@@ -121,6 +121,14 @@ OBJECT_CACHE_BYTES = 16 << 20
 is reached by a daemon that writes: every write makes new trees, each cached when read, and
 a cached tree takes about three times its size in memory). HEAD's trees of 100,000 notes
 take ~5 MB of it."""
+INDEX_SHARE = 0.05
+"""The most of the time background refreshes of the Git index may take while commands keep
+coming: after one that took ``t`` seconds, the next starts no sooner than ``t / INDEX_SHARE``
+seconds after it began. Git's index is rewritten whole (~45-90 ms at 100,000 files), and the
+writer starts a refresh whenever it has waited 50 ms for a command: an agent writing every
+60 ms there had the index rewritten after each write, two thirds of the time (348
+refreshes in 24 s), and its writes took 7.5 ms; 29 refreshes and 5.2 ms with this bound
+(`docs/performance.md`, *Daemon: agent writes*)."""
 PACKS_PER_LEVEL = 16
 """The store's own packs are merged by sixteen: sixteen landings' packs into one, sixteen of
 those into one, ... so a daemon that never idles keeps a few dozen packs, not thousands."""
@@ -159,8 +167,9 @@ class Workspace:
         self._journal = Journal(self.state_dir)
         self._index = gitindex.GitIndex(self.gitdir)
         # A refresh of the Git index running on a thread of its own, and what it sets.
-        self._index_job: tuple[Future[None], dict[str, gitindex.Entry]] | None = None
+        self._index_job: tuple[Future[float], dict[str, gitindex.Entry]] | None = None
         self._index_thread: ThreadPoolExecutor | None = None
+        self._index_next = 0.0  # (monotonic) no background refresh before (INDEX_SHARE)
         self._merge_thread: ThreadPoolExecutor | None = None  # merges packs (`upkeep`)
         self._merge_job: tuple[Future[_Merged], int, list[str]] | None = None
         self._owner = threading.get_ident()
@@ -967,19 +976,27 @@ class Workspace:
         files (libgit2 writes it without holding the GIL), and a write that arrived meanwhile
         waited for it. A ``index.lock`` held by someone else is not waited for. What it did
         is taken into account by the next call of either (the paths it set stay pending
-        until then, and those committed again since stay pending after).
+        until then, and those committed again since stay pending after). Called again too
+        soon after the last one (:data:`INDEX_SHARE`), it does nothing: the writer's idle
+        loop calls it again a second later.
         """
         self._check_thread()
         self._collect_index(block=False)
-        if self._index_job is not None:
+        if self._index_job is not None or time.monotonic() < self._index_next:
             return
         entries = self._pending_entries()
         if not entries:
             return
         if self._index_thread is None:
             self._index_thread = ThreadPoolExecutor(1, thread_name_prefix="mnoted-index")
-        job = self._index_thread.submit(self._index.refresh, entries, wait=0.0)
+        job = self._index_thread.submit(self._refresh_timed, entries)
         self._index_job = (job, entries)
+
+    def _refresh_timed(self, entries: dict[str, gitindex.Entry]) -> float:
+        """:meth:`GitIndex.refresh` on the index's thread; when the next may begin."""
+        began = time.monotonic()
+        self._index.refresh(entries, wait=0.0)
+        return began + (time.monotonic() - began) / INDEX_SHARE
 
     def _pending_entries(self) -> dict[str, gitindex.Entry]:
         """HEAD's entries for the paths whose Git index entry is still to be refreshed."""
@@ -992,7 +1009,7 @@ class Workspace:
         job, entries = self._index_job
         self._index_job = None
         try:
-            job.result()
+            self._index_next = job.result()
         except (MnoteError, OSError) as exc:  # someone's index.lock, a full disk: later
             log.info("the Git index was not refreshed in the background: %s", exc)
             return
