@@ -588,8 +588,10 @@ class Workspace:
         self._check_thread()
         try:
             commit = self._repo.revparse_single(revision)
-            entry = commit.peel(pygit2.Commit).tree[trees.pinned(normalize(path))]
+            entry = trees.object_at(commit.peel(pygit2.Commit).tree, normalize(path))
         except (KeyError, ValueError, pygit2.GitError, PathRejected):
+            return None
+        if entry is None:
             return None
         blob = self._repo[entry.id]
         if not isinstance(blob, pygit2.Blob):
