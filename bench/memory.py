@@ -14,12 +14,19 @@ shows) are printed every `--every` writes, each as a ratio to its value when the
 was ready (the reference, measured in the same run), with the rate of writes (and their
 reads) over those last writes: a daemon that slowed as it aged would show it there.
 
-    python bench/memory.py [--files 10000] [--writes 20000] [--every 2000]
+With `--idle SECONDS` the client pauses that long after each `--every` writes, before the
+figures are read, as an agent that works in bursts does: the daemon then packs and merges
+in the background (after 5 s without writes). Each line also gives the files the daemon
+still maps or holds open whose names are gone (deleted packs, say): their disk space is
+only freed once it lets go of them.
+
+    python bench/memory.py [--files 10000] [--writes 20000] [--every 2000] [--idle 0]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -33,6 +40,25 @@ PAGES = 3000
 MARKER = "mnoted memory bench: "
 
 
+def deleted_held(pid: int) -> tuple[int, float]:
+    """The files process ``pid`` maps or holds open whose names are gone: how many, and
+    their size in MB (as mapped, or from their open descriptor)."""
+    sizes: dict[str, float] = {}
+    for row in Path(f"/proc/{pid}/maps").read_text().splitlines():
+        if row.endswith("(deleted)"):
+            start, end = (int(x, 16) for x in row.split()[0].split("-"))
+            path = row.split(maxsplit=5)[5]
+            sizes[path] = sizes.get(path, 0.0) + (end - start) / 1e6
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.endswith("(deleted)") and target not in sizes:
+                sizes[target] = os.stat(f"/proc/{pid}/fd/{fd}").st_size / 1e6
+        except OSError:
+            continue
+    return len(sizes), sum(sizes.values())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -40,6 +66,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--writes", type=int, default=20_000)
     parser.add_argument("--every", type=int, default=2_000)
+    parser.add_argument("--idle", type=float, default=0.0, help="seconds of pause each time")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mnm") as tmp:
         base = Path(tmp)
@@ -80,13 +107,17 @@ def main() -> None:
                     assert done.get("ok"), done
                     writes += 1
                     if writes % args.every == 0:
-                        rss, anon = status_mb(daemon.proc.pid, "VmRSS", "RssAnon")
                         now = time.perf_counter()
-                        rate, last = args.every / (now - last), now
+                        rate = args.every / (now - last)
+                        time.sleep(args.idle)
+                        last = time.perf_counter()
+                        rss, anon = status_mb(daemon.proc.pid, "VmRSS", "RssAnon")
+                        gone, gone_mb = deleted_held(daemon.proc.pid)
                         label = f"after {writes:,} writes"
                         print(
                             f"  {label:<24} RSS {rss:6.0f} MB ({rss / rss0:4.2f}x)"
                             f"   heap {anon:6.0f} MB ({anon / anon0:4.2f}x)   {rate:5.0f} writes/s"
+                            f"   deleted files held {gone} ({gone_mb:.1f} MB)"
                         )
                     if writes >= args.writes:
                         break

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator
@@ -29,6 +30,22 @@ def corpus_files() -> list[Path]:
 def commonmark_examples() -> list[dict[str, object]]:
     with (CORPUS / "commonmark-spec.json").open(encoding="utf-8") as fh:
         return list(json.load(fh))
+
+
+def deleted_packs_held(folder: Path) -> list[str]:
+    """Files of ``folder`` this process maps or holds open whose names are gone (an
+    earlier test's repository, not yet collected, may still hold its own)."""
+    held = [
+        line.split()[-2]
+        for line in Path("/proc/self/maps").read_text().splitlines()
+        if f"{folder}/" in line and line.endswith("(deleted)")
+    ]
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith(f"{folder}/") and target.endswith("(deleted)"):
+                held.append(target)
+    return held
 
 
 @pytest.fixture(autouse=True)

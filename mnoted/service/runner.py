@@ -366,7 +366,9 @@ class WorkspaceRunner:
         import pygit2
 
         repo = pygit2.Repository(str(self.root))  # read-only use, from the watcher's threads
+        pack_dir = os.path.join(repo.path, "objects", "pack")
         lock = threading.Lock()
+        packs_seen: list[int | None] = [None]
 
         def ignored(path: str) -> bool:
             with lock:
@@ -374,6 +376,14 @@ class WorkspaceRunner:
 
         def tracked(path: str) -> bool:
             with lock:
+                # libgit2 keeps every pack it read mapped, deleted or not: once the store
+                # added or merged away packs, the repository lets go of its handles (and
+                # opens what is there when next asked), or the packs merged away kept
+                # their disk space for as long as the daemon ran.
+                stamp = _mtime_ns(pack_dir)
+                if stamp != packs_seen[0]:
+                    repo.free()
+                    packs_seen[0] = stamp
                 try:
                     tree = repo.head.peel(pygit2.Tree)
                 except (pygit2.GitError, KeyError):  # no commit yet
@@ -628,6 +638,13 @@ class _Job:
 def _started(jobs: list[_Job]) -> list[_Job]:
     """The jobs not cancelled meanwhile, now marked as running."""
     return [job for job in jobs if job.future.set_running_or_notify_cancel()]
+
+
+def _mtime_ns(path: str) -> int | None:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
 
 
 class _Sink:

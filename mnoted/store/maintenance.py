@@ -103,7 +103,13 @@ def _write_pack(gitdir: Path, oids: list[pygit2.Oid]) -> int:
         for oid in oids:
             builder.add(oid)
 
-    written = repo.pack(str(staging), pack_delegate=delegate)
+    try:
+        written = repo.pack(str(staging), pack_delegate=delegate)
+    finally:
+        # Now, not when the cycle collector frees it (a pygit2 Repository is part of a cycle,
+        # and the daemon runs the collector seldom): it maps the packs it read, and those
+        # merged away kept their disk space after they were deleted.
+        repo.free()
     pack_dir.mkdir(exist_ok=True)
     packs.publish(staging, pack_dir)
     return written

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import gc
 import json
 import os
 import subprocess
@@ -14,7 +15,8 @@ import pytest
 
 from mnoted.service import Actor, Service
 from mnoted.service.runner import RunnerConfig, WorkspaceRunner
-from mnoted.store import Workspace, faults
+from mnoted.store import CommandMeta, Workspace, Write, faults, packs, workspace
+from tests.conftest import deleted_packs_held
 
 PLAN = "# Plan\n\nFirst paragraph.\n\nSecond paragraph.\n\nThird paragraph.\n"
 
@@ -224,6 +226,40 @@ def test_a_tracked_file_a_gitignore_line_covers_is_still_committed_at_once(
         wait_for(lambda: git(root, "status", "--porcelain") == "")  # (once the index is)
     finally:
         r.stop()
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs Linux's /proc")
+def test_the_watchers_repository_keeps_no_pack_merged_away(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watcher asks whether an ignored path is tracked by reading HEAD's trees, on a
+    repository of its own that lives as long as the daemon. libgit2 keeps every pack it
+    read mapped: the packs the store merged away since stayed mapped once deleted, their
+    disk space with them, for as long as the daemon ran."""
+    root = tmp_path / "ws"
+    (root / "drafts").mkdir(parents=True)
+    (root / "drafts" / "kept.md").write_text("# Kept\n")
+    Workspace.init(root).close()
+    (root / ".gitignore").write_text("drafts/\n")
+    git(root, "add", ".gitignore")
+    git(root, "commit", "-qm", "drafts are private from now on")
+    rules = WorkspaceRunner(root, Service())._ignore_rules()
+    monkeypatch.setattr(workspace, "PACKS_PER_LEVEL", 3)
+    gc.disable()  # (as seldom as the daemon's thresholds make it)
+    try:
+        with Workspace.open(root) as ws:
+            for i in range(10):
+                ws.apply(CommandMeta("x", actor="hermes"), [Write("p.md", b"v%d\n" % i)])
+                assert not rules("drafts/kept.md")  # tracked (read in HEAD's newest pack)
+                ws.upkeep(wait=True)
+            assert ws._merge_thread is not None
+            ws._merge_thread.submit(lambda: None).result()  # after the deletes queued
+            assert list(packs.retired_dir(ws.gitdir / "objects" / "pack").iterdir()) == []
+            assert not rules("drafts/kept.md")
+            assert rules("drafts/new.md")
+            assert deleted_packs_held(root / ".git") == []
+    finally:
+        gc.enable()
 
 
 def test_odd_files_are_committed_untouched_or_skipped_with_a_warning(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import gc
 import threading
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from mnoted.store import (
     workspace,
 )
 from mnoted.store.maintenance import MAX_PACKS, loose_objects, pack_object_ids
+from tests.conftest import deleted_packs_held
 from tests.store.conftest import assert_clean, git
 
 
@@ -64,6 +66,31 @@ def test_many_packs_are_merged(tmp_path: Path) -> None:
         assert ws.read_head("p.md") == b"after"
     assert list((root / ".git/mnote/retired").iterdir()) == []
     git(root, "fsck", "--strict")
+    assert_clean(root)
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs Linux's /proc")
+def test_the_packs_maintenance_merged_away_are_not_kept_once_deleted(tmp_path: Path) -> None:
+    # A pygit2 Repository is part of a reference cycle (its branches, references, ... point
+    # back to it): dropped, it is freed only by the cycle collector, which the daemon runs
+    # seldom. The one maintenance packs with held every pack it read mapped until then, so
+    # the packs it merged away kept their disk space after they were deleted.
+    root = tmp_path / "notes"
+    Workspace.init(root).close()
+    for i in range(MAX_PACKS + 2):
+        with Workspace.open(root) as ws:
+            ws.apply(CommandMeta("x", actor="hermes"), [Write("p.md", b"v%d" % i)])
+    gc.disable()  # as seldom as the daemon's thresholds make it
+    try:
+        with Workspace.open(root) as ws:
+            assert ws.maintenance().merged_packs > 0
+            ws.idle()  # the writer lets go of the merged packs; they are deleted
+            assert ws._merge_thread is not None
+            ws._merge_thread.submit(lambda: None).result()  # after the deletes queued
+            assert list(packs.retired_dir(root / ".git/objects/pack").iterdir()) == []
+            assert deleted_packs_held(root / ".git") == []
+    finally:
+        gc.enable()
     assert_clean(root)
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from mnoted.store import CommandMeta, Workspace, Write, packs, workspace
 from mnoted.store.maintenance import loose_objects
+from tests.conftest import deleted_packs_held
 from tests.store.conftest import assert_clean, git
 
 
@@ -181,22 +182,6 @@ def test_merges_run_beside_the_writer_and_idle_takes_them_in(
     assert [ws.read_head("p.md")] == [b"v7\n"]
     git(ws.root, "fsck", "--strict")
     assert_clean(ws.root)
-
-
-def deleted_packs_held(pack_dir: Path) -> list[str]:
-    """Pack files of ``pack_dir`` this process maps or holds open whose names are gone (an
-    earlier test's repository, not yet collected, may still hold its own)."""
-    held = [
-        line.split()[-2]
-        for line in Path("/proc/self/maps").read_text().splitlines()
-        if f"{pack_dir}/" in line and line.endswith("(deleted)")
-    ]
-    for fd in os.listdir("/proc/self/fd"):
-        with contextlib.suppress(OSError):
-            target = os.readlink(f"/proc/self/fd/{fd}")
-            if target.startswith(f"{pack_dir}/") and target.endswith("(deleted)"):
-                held.append(target)
-    return held
 
 
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs Linux's /proc")
