@@ -9,12 +9,18 @@ good (``docs/performance.md``, *Daemon: memory*). Fixed thresholds keep every bu
 8 MiB in a mapping of its own, while a 1 MB page's text and its parse (2-4 MB strings)
 stay on the heap as before: measured in turns, writes of 10 KB and 1 MB pages took as long
 either way.
+
+What glibc frees inside its heaps it keeps, page by page, as long as something allocated
+later lies above it: after 6,000-24,000 writes the daemon's heaps held 30-48 MB free
+(``mallinfo2``). :func:`give_back` hands those pages back once writes stopped for a while.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
+from collections.abc import Callable
 
 MMAP_THRESHOLD = 8 << 20
 TRIM_THRESHOLD = 2 * MMAP_THRESHOLD  # glibc's own rule, kept
@@ -36,3 +42,23 @@ def fix_thresholds() -> bool:
     return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
         mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
     )
+
+
+def give_back() -> bool:
+    """Hand the free pages inside the C heaps back to the system (glibc's ``malloc_trim``);
+    False where there is no such call. The daemon calls it after the maintenance that
+    follows a stretch of writes: 15 MB of a 125-134 MB heap after 6,000-9,000 writes, in
+    1.6-1.8 ms (``docs/performance.md``, *Daemon: memory*)."""
+    trim = _malloc_trim()
+    return trim is not None and bool(trim(0))
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes = (ctypes.c_size_t,)
+    trim.restype = ctypes.c_int
+    return trim

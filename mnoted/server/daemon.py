@@ -37,7 +37,7 @@ from mnoted.errors import (
     Timeout,
     WorkspaceInvalid,
 )
-from mnoted.server.allocator import fix_thresholds
+from mnoted.server.allocator import fix_thresholds, give_back
 from mnoted.server.app import Limits, build_app
 from mnoted.server.locations import config_dir, default_socket_path, owner_token
 from mnoted.server.sdnotify import notify, watchdog_interval
@@ -121,7 +121,9 @@ class Daemon:
             if any(r.root == root for r in self.runners.values()):
                 continue
             try:
-                runner = WorkspaceRunner(root, self.service, self.config.runner)
+                runner = WorkspaceRunner(
+                    root, self.service, self.config.runner, after_maintenance=give_back
+                )
                 runner.start()
             except MnoteError as exc:
                 if root in must:

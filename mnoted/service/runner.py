@@ -70,10 +70,18 @@ class RunnerConfig:
 class WorkspaceRunner:
     """Owns one workspace on its own thread; everything touching it goes through :meth:`submit`."""
 
-    def __init__(self, root: Path, service: Service, config: RunnerConfig | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        service: Service,
+        config: RunnerConfig | None = None,
+        *,
+        after_maintenance: Callable[[], object] | None = None,
+    ) -> None:
         self.root = root
         self.service = service
         self.config = config or RunnerConfig()
+        self._after_maintenance = after_maintenance
         self.ws: Workspace | None = None
         self.watcher: Watcher | None = None
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
@@ -152,7 +160,7 @@ class WorkspaceRunner:
             self._reconcile("startup", first=True)
             self._check_config()  # (an edit made while the daemon was down is committed)
             self._maintainer = Maintainer(
-                self.ws.maintenance,
+                self._maintain,
                 lambda: self.ws.last_write if self.ws else 0.0,
                 idle_seconds=self.config.pack_idle_seconds,
             )
@@ -184,6 +192,16 @@ class WorkspaceRunner:
                 job.run()
             self._bound_index_lag()
         self._shutdown()
+
+    def _maintain(self) -> None:
+        """Once writes stopped for a while (on the maintainer's thread): pack and merge, then
+        ``after_maintenance`` (the daemon gives its free memory back then)."""
+        assert self.ws is not None
+        try:
+            self.ws.maintenance()
+        finally:
+            if self._after_maintenance is not None:
+                self._after_maintenance()
 
     def _queued_calls(self, limit: int) -> list[_Job]:
         """Up to ``limit`` groupable calls waiting in the queue, taken without waiting. The

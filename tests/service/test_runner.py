@@ -375,6 +375,45 @@ def test_the_start_up_pass_asks_git_and_later_passes_walk(
         r.stop()
 
 
+def test_after_a_stretch_of_writes_the_maintenance_runs_and_then_its_follow_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once writes stopped for ``pack_idle_seconds`` the store packs and merges, and then
+    ``after_maintenance`` runs (the daemon gives its free memory back): once a stretch,
+    after the maintenance, even one that failed."""
+    root = tmp_path / "ws"
+    Workspace.init(root).close()
+    (root / "plan.md").write_text(PLAN)
+    order: list[str] = []
+    maintenance = Workspace.maintenance
+
+    def maintain(ws: Workspace, **kwargs: object) -> object:
+        order.append("maintenance")
+        if len(order) > 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return maintenance(ws, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Workspace, "maintenance", maintain)
+    config = RunnerConfig(quiet_seconds=0.05, pack_idle_seconds=0.3)
+    r = WorkspaceRunner(root, Service(), config, after_maintenance=lambda: order.append("after"))
+    r.start()
+    try:
+        for stretch in range(3):
+            for i in range(3):
+                save = {
+                    "idempotencyKey": f"k{stretch}-{i}",
+                    "content": [f"{stretch}.{i}"],
+                    "dryRun": False,
+                }
+                got = call(r, "mnote.page.save", documentId="plan.md", mode="append", **save)
+                assert got["ok"], got["error"]
+            wait_for(lambda n=stretch: len(order) == 2 * (n + 1))
+        time.sleep(1.5)  # idle: nothing more
+        assert order == ["maintenance", "after"] * 3
+    finally:
+        r.stop()
+
+
 def test_the_runner_outlives_a_failing_index_refresh(runner: WorkspaceRunner) -> None:
     """A full disk while the idle writer refreshes the Git index: logged, the workspace
     keeps serving, and the index is brought in step once the disk has room again."""
