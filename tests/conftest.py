@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 from collections.abc import Iterator
@@ -46,6 +47,17 @@ def deleted_packs_held(folder: Path) -> list[str]:
             if target.startswith(f"{folder}/") and target.endswith("(deleted)"):
                 held.append(target)
     return held
+
+
+@pytest.fixture
+def collector_off() -> Iterator[None]:
+    """Python's cycle collector off, as seldom as the daemon's raised thresholds make it
+    run: what only the collector would free stays."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 @pytest.fixture(autouse=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import gc
 import json
 import os
 import subprocess
@@ -229,6 +228,7 @@ def test_a_tracked_file_a_gitignore_line_covers_is_still_committed_at_once(
 
 
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs Linux's /proc")
+@pytest.mark.usefixtures("collector_off")
 def test_the_watchers_repository_keeps_no_pack_merged_away(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -245,21 +245,17 @@ def test_the_watchers_repository_keeps_no_pack_merged_away(
     git(root, "commit", "-qm", "drafts are private from now on")
     rules = WorkspaceRunner(root, Service())._ignore_rules()
     monkeypatch.setattr(workspace, "PACKS_PER_LEVEL", 3)
-    gc.disable()  # (as seldom as the daemon's thresholds make it)
-    try:
-        with Workspace.open(root) as ws:
-            for i in range(10):
-                ws.apply(CommandMeta("x", actor="hermes"), [Write("p.md", b"v%d\n" % i)])
-                assert not rules("drafts/kept.md")  # tracked (read in HEAD's newest pack)
-                ws.upkeep(wait=True)
-            assert ws._merge_thread is not None
-            ws._merge_thread.submit(lambda: None).result()  # after the deletes queued
-            assert list(packs.retired_dir(ws.gitdir / "objects" / "pack").iterdir()) == []
-            assert not rules("drafts/kept.md")
-            assert rules("drafts/new.md")
-            assert deleted_packs_held(root / ".git") == []
-    finally:
-        gc.enable()
+    with Workspace.open(root) as ws:
+        for i in range(10):
+            ws.apply(CommandMeta("x", actor="hermes"), [Write("p.md", b"v%d\n" % i)])
+            assert not rules("drafts/kept.md")  # tracked (read in HEAD's newest pack)
+            ws.upkeep(wait=True)
+        assert ws._merge_thread is not None
+        ws._merge_thread.submit(lambda: None).result()  # after the deletes queued
+        assert list(packs.retired_dir(ws.gitdir / "objects" / "pack").iterdir()) == []
+        assert not rules("drafts/kept.md")
+        assert rules("drafts/new.md")
+        assert deleted_packs_held(root / ".git") == []
 
 
 def test_odd_files_are_committed_untouched_or_skipped_with_a_warning(

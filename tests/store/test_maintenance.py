@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import gc
 import threading
 from pathlib import Path
 
@@ -45,13 +44,18 @@ def test_packing_removes_loose_objects_and_keeps_history(ws: Workspace) -> None:
     assert git(ws.root, "count-objects", "-v").count("\n") > 0
 
 
-def test_many_packs_are_merged(tmp_path: Path) -> None:
-    root = tmp_path / "notes"
+def more_packs_than_allowed(root: Path) -> None:
+    """A workspace at ``root`` with more packs than maintenance leaves unmerged."""
     Workspace.init(root).close()
     for i in range(MAX_PACKS + 2):  # each open starts its own count: the writer merges none
         with Workspace.open(root) as ws:
             ws.apply(CommandMeta("x", actor="hermes"), [Write("p.md", b"v%d" % i)])
     assert len(packs_of(root)) > MAX_PACKS
+
+
+def test_many_packs_are_merged(tmp_path: Path) -> None:
+    root = tmp_path / "notes"
+    more_packs_than_allowed(root)
     with Workspace.open(root) as ws:
         report = ws.maintenance()
         assert report.merged_packs > 0
@@ -70,27 +74,21 @@ def test_many_packs_are_merged(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs Linux's /proc")
+@pytest.mark.usefixtures("collector_off")
 def test_the_packs_maintenance_merged_away_are_not_kept_once_deleted(tmp_path: Path) -> None:
     # A pygit2 Repository is part of a reference cycle (its branches, references, ... point
     # back to it): dropped, it is freed only by the cycle collector, which the daemon runs
     # seldom. The one maintenance packs with held every pack it read mapped until then, so
     # the packs it merged away kept their disk space after they were deleted.
     root = tmp_path / "notes"
-    Workspace.init(root).close()
-    for i in range(MAX_PACKS + 2):
-        with Workspace.open(root) as ws:
-            ws.apply(CommandMeta("x", actor="hermes"), [Write("p.md", b"v%d" % i)])
-    gc.disable()  # as seldom as the daemon's thresholds make it
-    try:
-        with Workspace.open(root) as ws:
-            assert ws.maintenance().merged_packs > 0
-            ws.idle()  # the writer lets go of the merged packs; they are deleted
-            assert ws._merge_thread is not None
-            ws._merge_thread.submit(lambda: None).result()  # after the deletes queued
-            assert list(packs.retired_dir(root / ".git/objects/pack").iterdir()) == []
-            assert deleted_packs_held(root / ".git") == []
-    finally:
-        gc.enable()
+    more_packs_than_allowed(root)
+    with Workspace.open(root) as ws:
+        assert ws.maintenance().merged_packs > 0
+        ws.idle()  # the writer lets go of the merged packs; they are deleted
+        assert ws._merge_thread is not None
+        ws._merge_thread.submit(lambda: None).result()  # after the deletes queued
+        assert list(packs.retired_dir(root / ".git/objects/pack").iterdir()) == []
+        assert deleted_packs_held(root / ".git") == []
     assert_clean(root)
 
 
