@@ -366,7 +366,9 @@ def bench_size(
         client.request("POST", "/v1/tools/call", client.envelope("mnote.page.get", "big.md"))
         big_counter = iter(range(10**9))
         # In turns with the 10 KB write, as the floors are: the write's figure from minutes
-        # before would hold the disk's drift in the ratio.
+        # before would hold the disk's drift in the ratio. As many of each as of the other
+        # writes: with 30 (three blocks each) six tries on one daemon gave 1.95-2.74, with
+        # 100 four gave 2.27-2.47 (the 10 KB write's blocks after the 1 MB ones vary most).
         big, small = paired(
             [
                 lambda: client.request(
@@ -374,7 +376,7 @@ def bench_size(
                 ),
                 write,
             ],
-            30,
+            writes,
         )
         line("durable write on a 1 MB page", big, small, "10 KB page")
         # What a write of the 1 MB page leaves on disk beside its commit, against what it
