@@ -16,17 +16,31 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from mnoted.cli.client import Client, Unreachable
 from mnoted.cli.output import print_json, print_response, print_status, print_tools
-from mnoted.core.names import BLOCK_COMMANDS
+from mnoted.contract.tools import SCOPES, TOOLS, Format, Scope
+from mnoted.core.names import BLOCK_COMMANDS, BLOCK_FIELDS, block_command_signature
 from mnoted.errors import MnoteError
 
 if TYPE_CHECKING:
     from mnoted.store.tokens import TokenRecord
 
 EXIT_OK, EXIT_TOOL, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+
+_DOC = "the page: its workspace-relative path or its documentId"
+_DRY_RUN = "show what would change, write nothing"
+_BLOCK_OPTION_HELP = {
+    "block": 'the new block as JSON ({"type": "heading", "text": "Plan", "props": {"level": 2}}), '
+    "or plain text for a paragraph",
+    "props": BLOCK_FIELDS["props"] + " (JSON; '-' reads stdin)",
+}
+
+
+def _calls(tool: str) -> str:
+    """A shortcut's help: what its tool's declaration says, and the tool's name."""
+    return f"{TOOLS[tool].description} ({tool})"
 
 
 def _json_arg(text: str) -> Any:
@@ -64,7 +78,7 @@ def parser() -> argparse.ArgumentParser:
         help="workspace to call when the daemon serves several (default: the one the current "
         "folder is in)",
     )
-    sub = p.add_subparsers(dest="cmd", required=True)
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
     init = sub.add_parser(
         "init", help="make a folder an mnoted workspace (adopts an existing repo)"
@@ -90,91 +104,113 @@ def parser() -> argparse.ArgumentParser:
     _write_flags(call)
 
     page = sub.add_parser("page", help="page shortcuts").add_subparsers(
-        dest="page_cmd", required=True
+        dest="page_cmd", required=True, metavar="COMMAND"
     )
-    g = page.add_parser("get")
-    g.add_argument("doc")
-    s = page.add_parser("save")
-    s.add_argument("doc")
+    g = page.add_parser("get", help=_calls("mnote.page.get"))
+    g.add_argument("doc", help=_DOC)
+    s = page.add_parser("save", help=_calls("mnote.page.save"))
+    s.add_argument("doc", help=_DOC)
     s.add_argument("--markdown", required=True, help="Markdown to write ('-' reads stdin)")
     s.add_argument("--mode", choices=["append", "replace"], default="append")
     _write_flags(s)
-    t = page.add_parser("title")
-    t.add_argument("doc")
+    t = page.add_parser("title", help=_calls("mnote.page.update_title"))
+    t.add_argument("doc", help=_DOC)
     t.add_argument("title")
     _write_flags(t)
-    o = page.add_parser("options")
-    o.add_argument("doc")
+    o = page.add_parser("options", help=_calls("mnote.page.update_options"))
+    o.add_argument("doc", help=_DOC)
     o.add_argument("settings", nargs="+", type=_setting, help="wideLayout=true showToc=false ...")
     _write_flags(o)
-    c = page.add_parser("create")
-    c.add_argument("path")
-    c.add_argument("--markdown", default="")
+    c = page.add_parser("create", help=_calls("mnote.page.create"))
+    c.add_argument("path", help="workspace-relative path of the new page, e.g. notes/plan.md")
+    c.add_argument("--markdown", default="", help="its Markdown ('-' reads stdin)")
     c.add_argument("--title")
-    c.add_argument("--dry-run", action="store_true")
-    ls = page.add_parser("list")
-    ls.add_argument("--folder")
-    ls.add_argument("--query")
-    f = page.add_parser("fetch")
-    f.add_argument("doc")
-    f.add_argument("--scope", default="full")
-    f.add_argument("--format", default="markdown")
-    f.add_argument("--block-ids", nargs="*")
-    f.add_argument("--query")
-    e = page.add_parser("edit", help="markdown_edit: --replace SEARCH REPLACE (repeatable)")
-    e.add_argument("doc")
+    c.add_argument("--dry-run", action="store_true", help=_DRY_RUN)
+    ls = page.add_parser("list", help=_calls("mnote.workspace.list"))
+    ls.add_argument("--folder", help="only pages under this folder")
+    ls.add_argument("--query", help="only pages whose path or title contains this")
+    f = page.add_parser("fetch", help=_calls("mnote.doc.fetch"))
+    f.add_argument("doc", help=_DOC)
+    f.add_argument("--scope", choices=get_args(Scope), default="full")
+    f.add_argument("--format", choices=get_args(Format), default="markdown")
+    f.add_argument("--block-ids", nargs="*", help="the blocks of scope block or selection")
+    f.add_argument("--query", help="the words of scope keyword")
+    e = page.add_parser("edit", help=_calls("mnote.doc.markdown_edit"))
+    e.add_argument("doc", help=_DOC)
     e.add_argument(
-        "--replace", nargs=2, action="append", metavar=("SEARCH", "REPLACE"), required=True
+        "--replace",
+        nargs=2,
+        action="append",
+        metavar=("SEARCH", "REPLACE"),
+        required=True,
+        help="text to find (exactly once in the page) and its replacement",
     )
     _write_flags(e)
 
     editor = sub.add_parser("editor", help="block commands (seed 004 field names)")
-    esub = editor.add_subparsers(dest="editor_cmd", required=True)
-    for name in BLOCK_COMMANDS:
-        cmd = esub.add_parser(name)
-        cmd.add_argument("doc")
-        cmd.add_argument("--block-id")
-        cmd.add_argument("--after-block-id")
-        cmd.add_argument("--target-parent-id")
-        cmd.add_argument("--block", help="block JSON, or plain text for a paragraph")
-        cmd.add_argument("--block-type")
-        cmd.add_argument("--props", type=_json_arg)
+    esub = editor.add_subparsers(dest="editor_cmd", required=True, metavar="COMMAND")
+    for name, spec in BLOCK_COMMANDS.items():
+        cmd = esub.add_parser(
+            name,
+            help=spec.summary,
+            description=f"{spec.summary[0].upper()}{spec.summary[1:]}: "
+            f"mnote.doc.apply_block_ops with {block_command_signature(name)}.",
+        )
+        cmd.add_argument("doc", help=_DOC)
+        for field in spec.fields:
+            cmd.add_argument(
+                f"--{field.replace('_', '-')}",
+                required=field in spec.required,
+                type=_json_arg if field == "props" else str,
+                help=_BLOCK_OPTION_HELP.get(field, BLOCK_FIELDS[field]),
+            )
         _write_flags(cmd)
 
     review = sub.add_parser("review", help="review sessions").add_subparsers(
-        dest="review_cmd", required=True
+        dest="review_cmd", required=True, metavar="COMMAND"
     )
-    rl = review.add_parser("list")
-    rl.add_argument("--doc")
-    rl.add_argument("--state", action="append", default=[])
-    for name in ("show", "accept", "reject", "retry", "abort"):
-        r = review.add_parser(name)
+    rl = review.add_parser("list", help=_calls("mnote.review.list"))
+    rl.add_argument("--doc", help="only the sessions of this page (default: the workspace's)")
+    rl.add_argument(
+        "--state", action="append", default=[], help="only sessions in this state (repeatable)"
+    )
+    for name, tool in (
+        ("show", "mnote.review.get"),
+        *((name, f"mnote.review.{name}") for name in ("accept", "reject", "retry", "abort")),
+    ):
+        r = review.add_parser(name, help=_calls(tool))
         r.add_argument("session_id")
         if name != "show":
-            r.add_argument("--dry-run", action="store_true")
+            r.add_argument("--dry-run", action="store_true", help=_DRY_RUN)
         if name == "reject":
-            r.add_argument("--reason")
+            r.add_argument("--reason", help="why, kept with the session")
 
-    log = sub.add_parser("log", help="history with command and trace ids")
-    log.add_argument("page", nargs="?")
-    log.add_argument("--limit", type=int, default=20)
+    log = sub.add_parser(
+        "log", help="a page's commits with their command and trace ids, or every workspace's"
+    )
+    log.add_argument("page", nargs="?", help=_DOC + " (default: git log of each workspace)")
+    log.add_argument("--limit", type=int, default=20, help="at most this many commits")
 
     grant = sub.add_parser("grant", help="agent tokens").add_subparsers(
-        dest="grant_cmd", required=True
+        dest="grant_cmd", required=True, metavar="COMMAND"
     )
-    gc = grant.add_parser("create")
+    gc = grant.add_parser("create", help="make a token for an agent; prints it once")
     gc.add_argument("--workspace", type=Path, required=True, help="workspace folder")
     gc.add_argument("--actor", required=True, help="the agent's actor id, e.g. hermes")
     gc.add_argument(
-        "--scope", action="append", default=[], help="page.read, page.write, artifact.write"
+        "--scope",
+        action="append",
+        default=[],
+        choices=SCOPES,
+        help="what it may do (repeatable; default: page.read)",
     )
     gc.add_argument(
         "--path", action="append", default=[], help="path glob, e.g. 'notes/**' (default: all)"
     )
     gc.add_argument("--expires", type=_duration, help="lifetime, e.g. 12h or 7d (default: none)")
-    gl = grant.add_parser("list")
+    gl = grant.add_parser("list", help="the workspace's agent tokens (not their secrets)")
     gl.add_argument("--workspace", type=Path, required=True)
-    gr = grant.add_parser("revoke")
+    gr = grant.add_parser("revoke", help="revoke a token at once")
     gr.add_argument("--workspace", type=Path, required=True)
     gr.add_argument("token_id")
     _json_anywhere(p)
@@ -182,7 +218,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _write_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dry-run", action="store_true", help="show what would change, write nothing")
+    p.add_argument("--dry-run", action="store_true", help=_DRY_RUN)
     p.add_argument(
         "--base",
         metavar="REVISION",
@@ -235,10 +271,10 @@ def daemon_main() -> int:
 def _block_args(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key in ("block_id", "after_block_id", "target_parent_id", "block_type", "props"):
-        value = getattr(args, key)
+        value = getattr(args, key, None)
         if value is not None:
             out[key] = value
-    if args.block is not None:
+    if getattr(args, "block", None) is not None:
         try:
             out["block"] = json.loads(args.block)
         except ValueError:
@@ -333,10 +369,6 @@ def _grant(args: argparse.Namespace) -> int:
     store = TokenStore(state_dir(root))
     if args.grant_cmd == "create":
         scopes = tuple(args.scope) or ("page.read",)
-        unknown = [s for s in scopes if s not in ("page.read", "page.write", "artifact.write")]
-        if unknown:
-            print(f"mnote: unknown scope(s) {', '.join(unknown)}", file=sys.stderr)
-            return EXIT_USAGE
         now = time.time()
         expires = now + args.expires if args.expires else None
         token, record = store.create(args.actor, scopes, tuple(args.path), expires, now)

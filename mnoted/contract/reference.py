@@ -13,6 +13,7 @@ from typing import Any
 
 from mnoted.contract.manifest import input_schema
 from mnoted.contract.tools import TOOLS, ToolSpec
+from mnoted.core.names import BLOCK_COMMANDS, BLOCK_FIELDS
 from mnoted.errors import ALL_ERRORS
 
 
@@ -74,7 +75,29 @@ def tools_markdown() -> str:
         head.append(
             f"| [`{s.name}`](#{anchor}) | {', '.join(s.scopes)} | {'yes' if s.writes else ''} |"
         )
-    return "\n".join(head) + "\n\n" + "\n".join(tool_section(s) for s in TOOLS.values())
+    sections = [tool_section(s) for s in TOOLS.values()]
+    return "\n".join(head) + "\n\n" + "\n".join([*sections, block_commands_section()])
+
+
+def block_commands_section() -> str:
+    """The ``BlockOp`` items of ``mnote.doc.apply_block_ops``: each command with its fields."""
+    lines = [
+        "## Block commands (`BlockOp`)",
+        "",
+        "Each item of `operations` is one command of seed 004 with the seed's field names; a",
+        "field the command needs missing, or one it does not take, is refused with",
+        "`mnote_tool_invalid_arguments` (`?`: optional).",
+        "",
+        "| command | fields | what it does |",
+        "| --- | --- | --- |",
+    ]
+    for name, spec in BLOCK_COMMANDS.items():
+        fields = ", ".join([*spec.required, *(f"{f}?" for f in spec.optional)])
+        lines.append(f"| `{name}` | {fields} | {spec.summary} |")
+    lines += ["", "| field | meaning |", "| --- | --- |"]
+    for field, meaning in BLOCK_FIELDS.items():
+        lines.append(f"| `{field}` | {meaning.replace('|', chr(92) + '|')} |")
+    return "\n".join(lines) + "\n"
 
 
 def errors_markdown() -> str:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from mnoted.core.names import BLOCK_COMMANDS
+from mnoted.core.names import BLOCK_COMMANDS, BLOCK_FIELDS, block_command_signature
 
 # -- shared argument pieces -----------------------------------------------------
 
@@ -72,13 +72,19 @@ class BlockOp(BaseModel):
             raise ValueError(f"unknown block command {value!r}; one of {', '.join(BLOCK_COMMANDS)}")
         return value
 
-    command: str = Field(json_schema_extra={"enum": list(BLOCK_COMMANDS)})
-    block_id: str | None = None
-    after_block_id: str | None = None
-    target_parent_id: str | None = None
-    block: BlockSpec | str | None = None
-    block_type: str | None = None
-    props: dict[str, Any] | None = None
+    command: str = Field(
+        description="; ".join(
+            f"{block_command_signature(name)}: {spec.summary}"
+            for name, spec in BLOCK_COMMANDS.items()
+        ),
+        json_schema_extra={"enum": list(BLOCK_COMMANDS)},
+    )
+    block_id: str | None = Field(default=None, description=BLOCK_FIELDS["block_id"])
+    after_block_id: str | None = Field(default=None, description=BLOCK_FIELDS["after_block_id"])
+    target_parent_id: str | None = Field(default=None, description=BLOCK_FIELDS["target_parent_id"])
+    block: BlockSpec | str | None = Field(default=None, description=BLOCK_FIELDS["block"])
+    block_type: str | None = Field(default=None, description=BLOCK_FIELDS["block_type"])
+    props: dict[str, Any] | None = Field(default=None, description=BLOCK_FIELDS["props"])
 
 
 # -- argument models, one per tool ----------------------------------------------
@@ -424,8 +430,9 @@ _SPECS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "mnote.doc.apply_block_ops",
-        "Apply block commands (insert_block_after, replace_block, delete_block, move_block, "
-        "set_block_type, indent_block, outdent_block, toggle_heading_collapse) as one commit.",
+        "Apply block commands, in order, as one commit: "
+        + ", ".join(block_command_signature(name) for name in BLOCK_COMMANDS)
+        + ".",
         ApplyBlockOpsArgs,
         WriteResult,
         ("page.write",),

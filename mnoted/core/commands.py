@@ -17,7 +17,7 @@ from typing import Any
 
 from mnoted.core import frontmatter as fm
 from mnoted.core.blocks import BLOCK_TYPES, ITEM_TYPES, Block
-from mnoted.core.names import BLOCK_COMMANDS
+from mnoted.core.names import BLOCK_COMMANDS, block_command_signature
 from mnoted.core.page import COLLAPSED_KEY, PAGE_OPTIONS, Page, parse_page, reparse_splice
 from mnoted.core.parse import add_prefix, strip_prefix
 from mnoted.core.render import item_marker, render, spec_type
@@ -1038,8 +1038,30 @@ def _req_block(args: Mapping[str, Any]) -> Mapping[str, Any]:
     return block
 
 
+def _check_fields(name: str, args: Mapping[str, Any]) -> None:
+    """Refuse a command without a field it needs, or with one it does not take (an agent
+    that sent ``after_block_id`` to ``replace_block`` meant a move that would not happen)."""
+    spec = BLOCK_COMMANDS.get(name)
+    if spec is None:
+        raise InvalidArguments(
+            f"unknown block command {name!r}", hint=f"Use one of: {', '.join(BLOCK_COMMANDS)}."
+        )
+    given = [key for key, value in args.items() if value is not None]
+    if extra := [key for key in given if key not in spec.fields]:
+        raise InvalidArguments(
+            f"{name} does not take {', '.join(extra)}",
+            hint=f"Its fields: {block_command_signature(name)}.",
+        )
+    if missing := [key for key in spec.required if args.get(key) is None]:
+        raise InvalidArguments(
+            f"{name} needs {', '.join(missing)}",
+            hint=f"Its fields: {block_command_signature(name)}.",
+        )
+
+
 def apply_block_command(page: Page, name: str, args: Mapping[str, Any]) -> EditResult:
     """Run one of the eight seed-004 commands by name with its seed field names."""
+    _check_fields(name, args)
     if name == "insert_block_after":
         return insert_block_after(page, _req_block(args), _opt_str(args, "after_block_id"))
     if name == "replace_block":
@@ -1062,8 +1084,4 @@ def apply_block_command(page: Page, name: str, args: Mapping[str, Any]) -> EditR
         return indent_block(page, _req_str(args, "block_id"))
     if name == "outdent_block":
         return outdent_block(page, _req_str(args, "block_id"))
-    if name == "toggle_heading_collapse":
-        return toggle_heading_collapse(page, _req_str(args, "block_id"))
-    raise InvalidArguments(
-        f"unknown block command {name!r}", hint=f"Use one of: {', '.join(BLOCK_COMMANDS)}."
-    )
+    return toggle_heading_collapse(page, _req_str(args, "block_id"))

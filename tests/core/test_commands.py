@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from mnoted.core import commands as C
+from mnoted.core.names import BLOCK_FIELDS, block_command_signature
 from mnoted.core.page import parse_page
 from mnoted.errors import BlockNotFound, InvalidArguments, InvalidTreeOperation, UnsupportedOption
 from tests.core.helpers import assert_consistent
@@ -334,6 +337,38 @@ def test_dispatch_by_seed_names(page) -> None:
         "outdent_block",
         "toggle_heading_collapse",
     }
+
+
+# A valid value of each field, on the fixture's page: a field left out is refused because it
+# is missing, not because of its value.
+def _valid(page, field: str):
+    values = {
+        "block": {"type": "paragraph", "text": "new"},
+        "block_type": "paragraph",
+        "props": {},
+    }
+    return values.get(field, ids(page)["paragraph:Para one"])
+
+
+@pytest.mark.parametrize("name", list(C.BLOCK_COMMANDS))
+def test_each_command_refuses_a_field_it_needs_missing_or_one_it_does_not_take(
+    page, name: str
+) -> None:
+    spec = C.BLOCK_COMMANDS[name]
+    full = {field: _valid(page, field) for field in spec.required}
+    for field in spec.required:
+        with pytest.raises(InvalidArguments) as missing:
+            C.apply_block_command(page, name, {k: v for k, v in full.items() if k != field})
+        assert missing.value.message == f"{name} needs {field}"
+        assert missing.value.hint == f"Its fields: {block_command_signature(name)}."
+    for field in set(BLOCK_FIELDS) - set(spec.fields):
+        with pytest.raises(InvalidArguments) as extra:
+            C.apply_block_command(page, name, {**full, field: _valid(page, field)})
+        assert extra.value.message == f"{name} does not take {field}"
+    # None stands for a field left out (the schema's default)
+    none_extra = {field: None for field in set(BLOCK_FIELDS) - set(spec.fields)}
+    with contextlib.suppress(InvalidTreeOperation):  # (an indent of a paragraph, ...)
+        C.apply_block_command(page, name, {**full, **none_extra})
 
 
 @pytest.mark.skipif(__import__("shutil").which("patch") is None, reason="patch is not installed")

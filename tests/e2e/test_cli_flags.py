@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from mnoted.cli.output import pad, print_status
+from mnoted.core.names import BLOCK_COMMANDS
 from tests.e2e.conftest import DaemonProcess
 
 
@@ -74,6 +75,54 @@ def test_a_malformed_option_is_a_usage_error(daemon: DaemonProcess) -> None:
     good = mnote(daemon, "page", "options", "Welcome.md", "wideLayout=true", "--json")
     assert json.loads(good.stdout)["ok"]
     assert "wideLayout: true" in (daemon.workspace / "Welcome.md").read_text()
+
+
+@pytest.mark.parametrize("name", list(BLOCK_COMMANDS))
+def test_each_editor_command_offers_its_own_fields_with_help(name: str) -> None:
+    shown = subprocess.run(
+        [sys.executable, "-m", "mnoted.cli.main", "editor", name, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    text = " ".join(shown.stdout.split())
+    offered = {w[2:].replace("-", "_") for w in text.split() if w.startswith("--")}
+    spec = BLOCK_COMMANDS[name]
+    assert offered - {"help", "dry_run", "base"} == set(spec.fields)
+    assert spec.summary in text.lower()
+    for field in spec.required:  # required options show without brackets in the usage
+        option = "--" + field.replace("_", "-")
+        assert f"{option} {field.upper()}" in text and f"[{option} " not in text
+
+
+def test_a_block_field_a_command_does_not_take_is_refused_and_nothing_written(
+    daemon: DaemonProcess,
+) -> None:
+    head = daemon.git("rev-parse", "HEAD")
+    before = (daemon.workspace / "Welcome.md").read_bytes()
+    got = json.loads(mnote(daemon, "page", "get", "Welcome.md", "--json").stdout)
+    block = got["result"]["blocks"][-1]["id"]
+    usage = mnote(
+        daemon, "editor", "delete_block", "Welcome.md", "--block-id", block, "--props", "{}"
+    )
+    assert usage.returncode == 2 and "unrecognized arguments: --props" in usage.stderr
+    # The same through the tool itself: a move asked of replace_block would silently not move.
+    op = {"command": "replace_block", "block_id": block, "block": "x", "after_block_id": block}
+    call = mnote(
+        daemon, "call", "mnote.doc.apply_block_ops", "--doc", "Welcome.md",
+        "--args", json.dumps({"operations": [op]}), "--json",
+    )  # fmt: skip
+    assert call.returncode == 1
+    error = json.loads(call.stdout)["error"]
+    assert error["code"] == "mnote_tool_invalid_arguments"
+    assert (
+        error["message"]
+        == "operation 0 (replace_block): replace_block does not take after_block_id"
+    )
+    assert error["hint"] == "Its fields: replace_block(block_id, block)."
+    assert daemon.git("rev-parse", "HEAD") == head
+    assert (daemon.workspace / "Welcome.md").read_bytes() == before
 
 
 def test_a_file_grant_prints_the_file_to_edit_and_the_grant(daemon: DaemonProcess) -> None:
