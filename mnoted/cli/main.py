@@ -83,7 +83,7 @@ def parser() -> argparse.ArgumentParser:
     init = sub.add_parser(
         "init", help="make a folder an mnoted workspace (adopts an existing repo)"
     )
-    init.add_argument("dir", type=Path)
+    init.add_argument("dir", type=Path, help="the folder (created if missing)")
 
     daemon = sub.add_parser("daemon", help="run the daemon in the foreground (same as mnoted)")
     _daemon_args(daemon)
@@ -92,7 +92,9 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("tools", help="the tool manifest")
     sub.add_parser("mcp", help="serve the caller's tools as a stdio MCP server")
     svc = sub.add_parser("install-service", help="install the systemd user unit")
-    svc.add_argument("--workspace", type=Path, action="append", default=[])
+    svc.add_argument(
+        "--workspace", type=Path, action="append", default=[], help="workspace folder (repeatable)"
+    )
     svc.add_argument("--no-enable", action="store_true", help="write the unit, do not start it")
 
     call = sub.add_parser("call", help="call any tool")
@@ -111,11 +113,13 @@ def parser() -> argparse.ArgumentParser:
     s = page.add_parser("save", help=_calls("mnote.page.save"))
     s.add_argument("doc", help=_DOC)
     s.add_argument("--markdown", required=True, help="Markdown to write ('-' reads stdin)")
-    s.add_argument("--mode", choices=["append", "replace"], default="append")
+    s.add_argument(
+        "--mode", choices=["append", "replace"], default="append", help="(default: append)"
+    )
     _write_flags(s)
     t = page.add_parser("title", help=_calls("mnote.page.update_title"))
     t.add_argument("doc", help=_DOC)
-    t.add_argument("title")
+    t.add_argument("title", help="the new title")
     _write_flags(t)
     o = page.add_parser("options", help=_calls("mnote.page.update_options"))
     o.add_argument("doc", help=_DOC)
@@ -124,15 +128,22 @@ def parser() -> argparse.ArgumentParser:
     c = page.add_parser("create", help=_calls("mnote.page.create"))
     c.add_argument("path", help="workspace-relative path of the new page, e.g. notes/plan.md")
     c.add_argument("--markdown", default="", help="its Markdown ('-' reads stdin)")
-    c.add_argument("--title")
+    c.add_argument("--title", help="its title (kept in the frontmatter)")
     c.add_argument("--dry-run", action="store_true", help=_DRY_RUN)
     ls = page.add_parser("list", help=_calls("mnote.workspace.list"))
     ls.add_argument("--folder", help="only pages under this folder")
     ls.add_argument("--query", help="only pages whose path or title contains this")
     f = page.add_parser("fetch", help=_calls("mnote.doc.fetch"))
     f.add_argument("doc", help=_DOC)
-    f.add_argument("--scope", choices=get_args(Scope), default="full")
-    f.add_argument("--format", choices=get_args(Format), default="markdown")
+    f.add_argument(
+        "--scope",
+        choices=get_args(Scope),
+        default="full",
+        help="how much of the page (default: full)",
+    )
+    f.add_argument(
+        "--format", choices=get_args(Format), default="markdown", help="(default: markdown)"
+    )
     f.add_argument("--block-ids", nargs="*", help="the blocks of scope block or selection")
     f.add_argument("--query", help="the words of scope keyword")
     e = page.add_parser("edit", help=_calls("mnote.doc.markdown_edit"))
@@ -179,7 +190,7 @@ def parser() -> argparse.ArgumentParser:
         *((name, f"mnote.review.{name}") for name in ("accept", "reject", "retry", "abort")),
     ):
         r = review.add_parser(name, help=_calls(tool))
-        r.add_argument("session_id")
+        r.add_argument("session_id", help="as `mnote review list` shows it")
         if name != "show":
             r.add_argument("--dry-run", action="store_true", help=_DRY_RUN)
         if name == "reject":
@@ -209,10 +220,10 @@ def parser() -> argparse.ArgumentParser:
     )
     gc.add_argument("--expires", type=_duration, help="lifetime, e.g. 12h or 7d (default: none)")
     gl = grant.add_parser("list", help="the workspace's agent tokens (not their secrets)")
-    gl.add_argument("--workspace", type=Path, required=True)
+    gl.add_argument("--workspace", type=Path, required=True, help="workspace folder")
     gr = grant.add_parser("revoke", help="revoke a token at once")
-    gr.add_argument("--workspace", type=Path, required=True)
-    gr.add_argument("token_id")
+    gr.add_argument("--workspace", type=Path, required=True, help="workspace folder")
+    gr.add_argument("token_id", help="as `mnote grant list` shows it")
     _json_anywhere(p)
     return p
 

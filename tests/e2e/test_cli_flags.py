@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from mnoted.cli.main import parser
 from mnoted.cli.output import pad, print_status
 from mnoted.core.names import BLOCK_COMMANDS
 from tests.e2e.conftest import DaemonProcess
@@ -75,6 +77,24 @@ def test_a_malformed_option_is_a_usage_error(daemon: DaemonProcess) -> None:
     good = mnote(daemon, "page", "options", "Welcome.md", "wideLayout=true", "--json")
     assert json.loads(good.stdout)["ok"]
     assert "wideLayout: true" in (daemon.workspace / "Welcome.md").read_text()
+
+
+def test_every_command_and_option_says_what_it_is_for() -> None:
+    missing: list[str] = []
+
+    def walk(p: argparse.ArgumentParser, path: str) -> None:
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                helps = {choice.dest: choice.help for choice in action._choices_actions}
+                for name, child in action.choices.items():
+                    if not helps.get(name):
+                        missing.append(f"{path} {name}")
+                    walk(child, f"{path} {name}")
+            elif action.help is None:
+                missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+
+    walk(parser(), "mnote")
+    assert missing == []
 
 
 @pytest.mark.parametrize("name", list(BLOCK_COMMANDS))
