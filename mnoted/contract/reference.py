@@ -13,7 +13,7 @@ from typing import Any
 
 from mnoted.contract.manifest import input_schema
 from mnoted.contract.tools import TOOLS, ToolSpec
-from mnoted.core.names import BLOCK_COMMANDS, BLOCK_FIELDS
+from mnoted.core.names import BLOCK_COMMANDS, BLOCK_FIELDS, block_command_signature
 from mnoted.errors import ALL_ERRORS
 
 
@@ -88,12 +88,11 @@ def block_commands_section() -> str:
         "field the command needs missing, or one it does not take, is refused with",
         "`mnote_tool_invalid_arguments` (`?`: optional).",
         "",
-        "| command | fields | what it does |",
-        "| --- | --- | --- |",
+        "| command and fields | what it does |",
+        "| --- | --- |",
     ]
     for name, spec in BLOCK_COMMANDS.items():
-        fields = ", ".join([*spec.required, *(f"{f}?" for f in spec.optional)])
-        lines.append(f"| `{name}` | {fields} | {spec.summary} |")
+        lines.append(f"| `{block_command_signature(name)}` | {spec.summary} |")
     lines += ["", "| field | meaning |", "| --- | --- |"]
     for field, meaning in BLOCK_FIELDS.items():
         lines.append(f"| `{field}` | {meaning.replace('|', chr(92) + '|')} |")

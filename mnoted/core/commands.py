@@ -1033,7 +1033,8 @@ def _req_block(args: Mapping[str, Any]) -> Mapping[str, Any]:
         return {"markdown": block}
     if not isinstance(block, Mapping):
         raise InvalidArguments(
-            "block is required: an object like {'type': 'paragraph', 'text': '...'}"
+            "block must be an object like {'type': 'paragraph', 'text': '...'}, or a string "
+            "of Markdown"
         )
     return block
 
