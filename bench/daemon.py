@@ -3,7 +3,8 @@
 Figures are median and p99 in milliseconds, each next to a reference measured in the same
 run: the floors, measured raw by the bench itself (one round trip to the daemon's socket
 with a bare HTTP request, one atomic file write with fsync, one incremental commit made
-with libgit2 with its fsync on), and `git add FILE && git commit` as subprocesses. Where npm is
+with libgit2 with its fsync on), and `git add FILE && git commit` as subprocesses (one at a
+time beside one agent's write; as many at once as there are agents beside theirs). Where npm is
 available, the same edit and read of the same 10 KB page through the MCP filesystem server
 (`@modelcontextprotocol/server-filesystem` over MCP stdio, installed into a cache folder
 outside the repository: see bench/mcpfs.py), timed before the daemon starts.
@@ -237,6 +238,64 @@ def reads_per_second(daemon: Daemon, conns: int, seconds: float) -> float:
     return done[0] / seconds
 
 
+def git_at_once(root: Path, env: dict[str, str], agents: int, rounds: int) -> tuple[int, ...]:
+    """What the agents' burst stands against: ``agents`` processes at once, each editing a
+    file of its own and running `git add FILE && git commit`, ``rounds`` times over, in the
+    baseline's clone. Returns the runs that failed (Git's `index.lock` is taken), the files
+    left uncommitted, the commits that took another run's staged file with their own, and
+    the runs."""
+    folder = root / "agents"
+    folder.mkdir(exist_ok=True)
+    names = [f"agents/g{k}.md" for k in range(agents)]
+    for name in names:
+        (root / name).write_text("# Agent\n")
+    subprocess.run(["git", "-C", str(root), "add", "agents"], env=env, check=True)
+    subprocess.run(["git", "-C", str(root), "commit", "-q", "-m", "agents"], env=env, check=True)
+    start = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "HEAD"], env=env, check=True, capture_output=True
+    ).stdout.strip()
+    failed = 0
+    for r in range(rounds):
+        runs = []
+        for k, name in enumerate(names):
+            (root / name).write_text(f"# Agent\n\nround {r}\n")
+            script = f"git add {name} && git commit -q -m 'g{k} round {r}'"
+            runs.append(
+                subprocess.Popen(
+                    ["sh", "-c", script],
+                    cwd=root,
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+        failed += sum(run.wait() != 0 for run in runs)
+    status = subprocess.run(
+        ["git", "-C", str(root), "status", "--porcelain", "--", "agents"],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    log = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(root),
+            "log",
+            "--format=tformat:@",
+            "--name-only",
+            f"{start.decode()}..HEAD",
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    mixed = sum(len(c.split()) > 1 for c in log.split("@")[1:])
+    return failed, len(status.splitlines()), mixed, agents * rounds
+
+
 def bench_size(
     base: Path,
     size: int,
@@ -456,6 +515,11 @@ def bench_size(
         )
     finally:
         daemon.stop()
+    failed, left, mixed, attempts = git_at_once(base / f"git{size}", env, agents, 4)
+    print(
+        f"  {f'{agents} x git add FILE && git commit at once':<44} failed {failed} of {attempts}"
+        f"   files left uncommitted {left}   commits holding another's file {mixed}"
+    )
     if mcp_out is not None:
         mcp_edit, mcp_read = quantiles(mcp_out["edit"]), quantiles(mcp_out["read"])
         line("MCP fs server: edit_file (10 KB, no fsync)", mcp_edit)

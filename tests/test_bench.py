@@ -3,7 +3,7 @@ asserted).
 
 `make bench` is not run by CI; this keeps the benchmark whose figures `docs/performance.md`
 quotes from breaking unseen: its daemon, floors, paired timings, reads, 1 MB page and
-concurrent agents all run once, and every line it prints is there.
+concurrent agents (and the same with Git) all run once, and every line it prints is there.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ def test_the_daemon_benchmark_runs(tmp_path: Path) -> None:
         "1 MB page: sidecar growth per write",
         "1 MB page saved in an editor, read back",
         "2 agents, distinct pages: commits/s",
+        "2 x git add FILE && git commit at once",
     ):
         assert label in out.stdout, (label, out.stdout)
     assert "failures 0" in out.stdout
