@@ -280,17 +280,17 @@ def daemon_main() -> int:
 
 
 def _block_args(args: argparse.Namespace) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key in ("block_id", "after_block_id", "target_parent_id", "block_type", "props"):
-        value = getattr(args, key, None)
+    """The operation an ``mnote editor`` command stands for: its command's fields as given."""
+    out: dict[str, Any] = {"command": args.editor_cmd}
+    for key in BLOCK_COMMANDS[args.editor_cmd].fields:
+        value = getattr(args, key)
+        if key == "block" and value is not None:
+            try:
+                value = json.loads(value)
+            except ValueError:
+                value = {"type": "paragraph", "text": value}
         if value is not None:
             out[key] = value
-    if getattr(args, "block", None) is not None:
-        try:
-            out["block"] = json.loads(args.block)
-        except ValueError:
-            out["block"] = {"type": "paragraph", "text": args.block}
-    out["command"] = args.editor_cmd
     return out
 
 
