@@ -33,6 +33,10 @@ def commonmark_examples() -> list[dict[str, object]]:
         return list(json.load(fh))
 
 
+needs_proc = pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs Linux's /proc")
+"""For tests that read what the process maps or holds open (:func:`deleted_packs_held`)."""
+
+
 def deleted_packs_held(folder: Path) -> list[str]:
     """Files of ``folder`` this process maps or holds open whose names are gone (an
     earlier test's repository, not yet collected, may still hold its own)."""

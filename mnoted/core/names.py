@@ -1,4 +1,5 @@
-"""Names the contract shares with the core, kept free of imports so light clients can load them.
+"""Names the contract shares with the core, kept free of the project's imports so light
+clients can load them.
 
 The block commands of seed 004 are declared here once, with the fields each takes: the
 core checks a command's fields against them, the tool's schema and ``docs/tools.md``

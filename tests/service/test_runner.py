@@ -15,7 +15,7 @@ import pytest
 from mnoted.service import Actor, Service
 from mnoted.service.runner import RunnerConfig, WorkspaceRunner
 from mnoted.store import CommandMeta, Workspace, Write, faults, packs, workspace
-from tests.conftest import deleted_packs_held
+from tests.conftest import deleted_packs_held, needs_proc
 
 PLAN = "# Plan\n\nFirst paragraph.\n\nSecond paragraph.\n\nThird paragraph.\n"
 
@@ -227,7 +227,7 @@ def test_a_tracked_file_a_gitignore_line_covers_is_still_committed_at_once(
         r.stop()
 
 
-@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs Linux's /proc")
+@needs_proc
 @pytest.mark.usefixtures("collector_off")
 def test_the_watchers_repository_keeps_no_pack_merged_away(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

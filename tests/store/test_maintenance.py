@@ -20,7 +20,7 @@ from mnoted.store import (
     workspace,
 )
 from mnoted.store.maintenance import MAX_PACKS, loose_objects, pack_object_ids
-from tests.conftest import deleted_packs_held
+from tests.conftest import deleted_packs_held, needs_proc
 from tests.store.conftest import assert_clean, git
 
 
@@ -73,7 +73,7 @@ def test_many_packs_are_merged(tmp_path: Path) -> None:
     assert_clean(root)
 
 
-@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs Linux's /proc")
+@needs_proc
 @pytest.mark.usefixtures("collector_off")
 def test_the_packs_maintenance_merged_away_are_not_kept_once_deleted(tmp_path: Path) -> None:
     # A pygit2 Repository is part of a reference cycle (its branches, references, ... point

@@ -17,7 +17,7 @@ import pytest
 
 from mnoted.store import CommandMeta, Workspace, Write, packs, workspace
 from mnoted.store.maintenance import loose_objects
-from tests.conftest import deleted_packs_held
+from tests.conftest import deleted_packs_held, needs_proc
 from tests.store.conftest import assert_clean, git
 
 
@@ -184,7 +184,7 @@ def test_merges_run_beside_the_writer_and_idle_takes_them_in(
     assert_clean(ws.root)
 
 
-@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs Linux's /proc")
+@needs_proc
 def test_packs_merged_away_are_freed_after_the_writer_lets_go(
     ws: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
