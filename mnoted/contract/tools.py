@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from mnoted.core.names import BLOCK_COMMANDS, BLOCK_FIELDS, block_command_signature
 
@@ -46,10 +46,11 @@ class PageOptionsPatch(BaseModel):
 
     model_config = ConfigDict(extra="allow", json_schema_extra={"additionalProperties": False})
 
-    wideLayout: bool | None = None
-    smallText: bool | None = None
-    showToc: bool | None = None
-    protectEditing: bool | None = None
+    # (strict: "yes", 1 or "false" are refused, never read as a boolean)
+    wideLayout: StrictBool | None = None
+    smallText: StrictBool | None = None
+    showToc: StrictBool | None = None
+    protectEditing: StrictBool | None = None
 
 
 class EditPair(BaseModel):

@@ -23,7 +23,12 @@ from mnoted.core.parse import add_prefix, strip_prefix
 from mnoted.core.render import item_marker, render, spec_type
 from mnoted.core.sequences import shared
 from mnoted.core.source import Source
-from mnoted.errors import InvalidArguments, InvalidTreeOperation, UnsupportedOption
+from mnoted.errors import (
+    InvalidArguments,
+    InvalidFrontmatter,
+    InvalidTreeOperation,
+    UnsupportedOption,
+)
 
 _BULLETS = ("-", "*", "+")
 
@@ -941,6 +946,13 @@ def update_options(page: Page, options: Mapping[str, Any]) -> EditResult:
     bad = [k for k, v in options.items() if not isinstance(v, bool)]
     if bad:
         raise InvalidArguments(f"page options must be true or false: {', '.join(bad)}")
+    if page.frontmatter is not None and not page.frontmatter.valid:
+        # (refused even when nothing would change: the options read from it are not its own)
+        raise InvalidFrontmatter(
+            f"the page's options cannot be set: {page.frontmatter.error}",
+            hint="Fix the YAML between the '---' lines at the top of the file first; "
+            "mnote.page.get shows what is wrong in its warnings.",
+        )
     current = page.options
     meta = page.meta
     updates = {

@@ -5,6 +5,12 @@ next ``---`` (or ``...``) line. It is kept verbatim; an edit rewrites only the
 lines of the keys it changes, so comments, key order, quoting and every other
 key stay as the user wrote them. Invalid YAML never stops a page from being
 read: it is reported, and writes to it are refused.
+
+Frontmatter is untrusted input: a few hundred bytes of nested aliases stand for
+billions of nodes once walked or encoded, and deep nesting exhausts the stack. Both
+are measured while the YAML is composed (before any value is built) and refused
+past :data:`MAX_NODES` expanded nodes or :data:`MAX_DEPTH` levels; the page then
+reads with its frontmatter kept as bytes and a warning, like invalid YAML.
 """
 
 from __future__ import annotations
@@ -23,8 +29,47 @@ _FENCE_OPEN = "---"
 _FENCE_CLOSE = ("---", "...")
 
 
+MAX_DEPTH = 64
+"""Nesting levels of frontmatter YAML composed before it is refused as too deep."""
+MAX_NODES = 20_000
+"""Nodes frontmatter YAML may stand for once its aliases are expanded."""
+
+
+class FrontmatterTooComplex(yaml.YAMLError):
+    """The YAML is over :data:`MAX_DEPTH` or :data:`MAX_NODES` (found while composing)."""
+
+
 class _Loader(yaml.SafeLoader):
-    """Safe loader that keeps dates and times as the strings the user wrote."""
+    """Safe loader that keeps dates and times as the strings the user wrote, and counts
+    what it composes: each node's size with its aliases expanded, and the depth."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._sizes: dict[int, int] = {}  # id(node) -> nodes it stands for, expanded
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            raise FrontmatterTooComplex(f"nested deeper than {MAX_DEPTH} levels")
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        size = self._sizes.get(id(node))
+        if size is None:  # (an alias's node was counted where it was anchored)
+            if isinstance(node, yaml.SequenceNode):
+                size = 1 + sum(self._sizes.get(id(n), 1) for n in node.value)
+            elif isinstance(node, yaml.MappingNode):
+                size = 1 + sum(
+                    self._sizes.get(id(k), 1) + self._sizes.get(id(v), 1) for k, v in node.value
+                )
+            else:
+                size = 1
+            self._sizes[id(node)] = size
+        if size > MAX_NODES:
+            raise FrontmatterTooComplex(f"stands for more than {MAX_NODES} values")
+        return node
 
 
 _Loader.yaml_implicit_resolvers = {
@@ -59,8 +104,12 @@ def parse_yaml(raw: str) -> tuple[dict[str, Any], str | None]:
     """Parsed mapping and an error message (empty mapping when invalid)."""
     try:
         value = yaml.load(raw, Loader=_Loader)
+    except FrontmatterTooComplex as exc:
+        return {}, f"frontmatter too complex to read: {exc}"
     except yaml.YAMLError as exc:
         return {}, f"invalid YAML: {str(exc).splitlines()[0]}"
+    except RecursionError:  # (the composer is bounded; this guards the rest of PyYAML)
+        return {}, "frontmatter too complex to read: nested too deep"
     if value is None:
         return {}, None
     if not isinstance(value, dict):

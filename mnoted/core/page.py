@@ -85,6 +85,12 @@ class Page:
         out = []
         if self.frontmatter is not None and not self.frontmatter.valid:
             out.append(f"frontmatter ignored: {self.frontmatter.error}")
+        meta = self.meta
+        for key in PAGE_OPTIONS:
+            if key in meta and not isinstance(meta[key], bool):
+                out.append(
+                    f"option {key} ignored: {meta[key]!r} is not true or false (read as false)"
+                )
         return out
 
     def walk(self) -> list[Block]:

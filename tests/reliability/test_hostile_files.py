@@ -8,6 +8,7 @@ import pytest
 
 from mnoted.cli.client import parse_answer
 from mnoted.contract.envelope import wire_bytes
+from tests.e2e.conftest import DaemonProcess
 from tests.service.conftest import Harness
 
 HOSTILE = {
@@ -91,3 +92,54 @@ def test_option_writes_refuse_invalid_yaml_without_touching_the_file(h: Harness)
     resp = h.write("mnote.page.update_options", documentId="bad.md", options={"wideLayout": True})
     assert resp["error"]["code"] == "mnote_page_invalid_frontmatter"
     assert (h.root / "bad.md").read_bytes() == HOSTILE["bad-yaml.md"]
+
+
+def _alias_bomb() -> bytes:
+    """Anchors nine deep, nine aliases each: 9**9 values once expanded (~500 bytes)."""
+    lines = ["---", "l0: &l0 [a,a,a,a,a,a,a,a,a]"]
+    lines += [f"l{i}: &l{i} [{','.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 10)]
+    return ("\n".join([*lines, "---", "# Bomb", "", "body text", ""])).encode()
+
+
+FRONTMATTER_BOMBS = {
+    "alias-bomb.md": _alias_bomb(),
+    "deep-nesting.md": b"---\na: " + b"[" * 20_000 + b"]" * 20_000 + b"\n---\n# Deep\n\nbody\n",
+}
+
+
+def _rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+def test_frontmatter_bombs_read_quickly_with_bounded_memory(daemon: DaemonProcess) -> None:
+    """A page over the YAML limits reads (frontmatter kept as bytes, with a warning), and
+    page.get / workspace.list answer it for owner and agent alike, never internal_error."""
+    import time
+
+    assert len(FRONTMATTER_BOMBS["alias-bomb.md"]) < 600
+    for name, data in FRONTMATTER_BOMBS.items():
+        (daemon.workspace / name).write_bytes(data)
+    assert daemon.proc is not None
+    rss_before = _rss_kb(daemon.proc.pid)
+    owner = daemon.client()
+    agent = daemon.client(daemon.agent_token("bot", "page.read"))
+    started = time.monotonic()
+    for client in (owner, agent):
+        for name in FRONTMATTER_BOMBS:
+            resp = client.call("mnote.page.get", name)
+            assert resp["ok"], resp["error"]
+            result = resp["result"]
+            assert any("frontmatter ignored" in w for w in result["warnings"]), result
+            assert result["frontmatter"] == {}
+            fetched = client.call("mnote.doc.fetch", name, {"format": "page_xml"})
+            assert fetched["ok"], fetched["error"]
+        listed = client.call("mnote.workspace.list", args={})
+        assert listed["ok"], listed["error"]
+        paths = {p["path"] for p in listed["result"]["pages"]}
+        assert {"alias-bomb.md", "deep-nesting.md"} <= paths
+    assert time.monotonic() - started < 20  # (seconds each before the limits: GBs, or errors)
+    assert _rss_kb(daemon.proc.pid) - rss_before < 200_000
+    for name, data in FRONTMATTER_BOMBS.items():  # the bytes, kept (and committed) as they are
+        assert (daemon.workspace / name).read_bytes() == data
+        assert daemon.git("show", f"HEAD:{name}").encode() == data
