@@ -147,6 +147,12 @@ class Audit(BaseModel):
     commandName: str | None = None
     rebased: bool | None = None
     replayed: bool | None = None
+    # seed 004 §6: the input header, kept as sent (service.provenance)
+    requestId: str | None = None
+    actorType: str | None = None
+    reason: str | None = None
+    targetBlockId: str | None = None
+    onBehalfOf: str | None = None
 
 
 class ToolResponse(BaseModel):

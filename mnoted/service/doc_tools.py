@@ -63,18 +63,32 @@ def _check_scope(allowed: list[str] | None, ids: list[str | None]) -> None:
         )
 
 
+def allowed_targets(call: Call, loaded: LoadedPage) -> list[str] | None:
+    """The blocks this write may change: those the call names, within the selection its
+    run froze with ``mnote.page_ai.context`` (which applies without being sent again)."""
+    from mnoted.service.review import frozen_selection
+
+    given = call.args.allowedTargetBlockIds
+    frozen = frozen_selection(call, loaded.doc.document_id)
+    if frozen is None:
+        return list(given) if given is not None else None
+    if given is None:
+        return frozen
+    return [i for i in given if i in frozen]
+
+
 @handles("mnote.doc.markdown_edit", store_only=True)
 def doc_markdown_edit(call: Call) -> WritePlan:
     loaded = call.load()
     edits = [op.model_dump(exclude_none=True) for op in call.args.operations]
-    edit = markdown_edit(loaded.page, edits, call.args.allowedTargetBlockIds)
+    edit = markdown_edit(loaded.page, edits, allowed_targets(call, loaded))
     return page_write(call, loaded, edit, editsApplied=len(edits))
 
 
 @handles("mnote.doc.apply_block_ops", store_only=True)
 def doc_apply_block_ops(call: Call) -> WritePlan:
     loaded = call.load()
-    allowed = call.args.allowedTargetBlockIds
+    allowed = allowed_targets(call, loaded)
     page = loaded.page
     results = []
     inserted: list[str] = []

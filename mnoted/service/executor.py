@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ from mnoted.errors import (
     UnknownTool,
     WorkspaceInvalid,
 )
-from mnoted.service import readcache
+from mnoted.service import provenance, readcache
 from mnoted.service.actors import Actor
 from mnoted.service.events import EventBus
 from mnoted.service.pages import LoadedPage, PageCache
@@ -259,34 +260,46 @@ class Service:
         try:
             return self._call(raw, actor)
         except MnoteError as exc:
-            return self._failure(raw, name, exc), None
+            return self._failure(raw, name, exc, actor), None
         except Exception as exc:
             error = InternalError(f"internal error: {type(exc).__name__}: {exc}")
             error.__cause__ = exc  # (its traceback goes to the log)
-            return self._failure(raw, name, error), None
+            return self._failure(raw, name, error, actor), None
 
-    def call_failed(self, raw: Any, exc: MnoteError) -> dict[str, Any]:
+    def call_failed(self, raw: Any, exc: MnoteError, actor: Actor | None = None) -> dict[str, Any]:
         """The response envelope of a call refused before it reached a workspace."""
         name = str(raw.get("toolName", "")) if isinstance(raw, Mapping) else ""
-        return self._failure(raw, name, exc).to_wire()
+        return self._failure(raw, name, exc, actor).to_wire()
 
-    def _failure(self, raw: Any, name: str, exc: MnoteError) -> ToolResponse:
+    def _failure(
+        self, raw: Any, name: str, exc: MnoteError, actor: Actor | None = None
+    ) -> ToolResponse:
         _log_failure(name, exc)
         fields = raw if isinstance(raw, Mapping) else {}
         spec = lookup(name)
         return ToolResponse(
             ok=False,
             toolName=spec.name if spec else name or "",
-            toolCallId=_str(fields.get("toolCallId")),
+            toolCallId=_str(fields.get("toolCallId", fields.get("tool_call_id"))),
             traceId=_str(fields.get("traceId", fields.get("trace_id"))),
             result=None,
             audit=Audit(
                 effect="none",
-                workspaceId=_str(fields.get("workspaceId")),
+                workspaceId=self.failed_workspace(fields, actor),
                 documentId=_str(fields.get("documentId", fields.get("document_id"))),
             ),
             error=ErrorBody(**exc.to_dict()),
         )
+
+    def failed_workspace(self, fields: Mapping[str, Any], actor: Actor | None) -> str | None:
+        """The workspace a refused call was for, as ``audit.workspaceId`` names it: the one
+        it named, else its token's, else the only one served (None if it cannot be told)."""
+        named = _str(fields.get("workspaceId", fields.get("workspace_id")))
+        if named is not None:
+            return named
+        if actor is not None and actor.workspace_id is not None:
+            return actor.workspace_id
+        return next(iter(self.workspaces)) if len(self.workspaces) == 1 else None
 
     def _call(self, raw: Mapping[str, Any], actor: Actor) -> tuple[ToolResponse, bytes | None]:
         call = self._admit(raw, actor)
@@ -427,6 +440,7 @@ class Service:
 
     def _ok(self, call: Call, result: dict[str, Any], audit: Audit) -> ToolResponse:
         audit.actorId = call.actor.actor_id
+        provenance.fill(audit, call)  # (seed 004's header: requestId, actorType, reason, ...)
         return ToolResponse(
             ok=True,
             toolName=call.spec.name,
@@ -472,7 +486,7 @@ class Service:
 
             args = call.wire_args
             session = review.propose(
-                call, spec.name, args, {"toolName": spec.name, "args": args}, plan
+                call, spec.name, args, review.proposal_of(spec.name, args, plan), plan
             )
             return self._session_result(call, session, None, digest)
         changed = plan.edit.changed_block_ids if plan.edit else []
@@ -482,8 +496,11 @@ class Service:
         if plan.edit is not None:
             result.setdefault("diff", block_diff(plan.edit))
             result.setdefault("unifiedDiff", plan.edit.diff)
+        _preview_fields(call, plan, result)
         if request.dryRun or not (plan.changes or plan.from_disk):
             result.setdefault("revision", plan.loaded.revision if plan.loaded else None)
+            if not request.dryRun and plan.result.get("commandId"):
+                return self._ok(call, result, _committed_before(call, plan, result, changed))
             audit = Audit(
                 effect="dry_run" if request.dryRun else "none",
                 workspaceId=ws.workspace_id,
@@ -503,23 +520,17 @@ class Service:
             session_id=request.sessionId,
             idempotency_key=key,
             request_hash=digest,
+            extra=provenance.trailers(call),
         )
         if plan.from_disk:
             made = ws.commit_external(plan.from_disk, meta=meta)
             if made is None:  # the watcher committed it for the grant in the meantime
-                current = ws.revision_of(plan.from_disk[0])
-                audit = Audit(
-                    effect="none",
-                    workspaceId=ws.workspace_id,
-                    documentId=document_id,
-                    revision=current,
-                    changedBlockIds=changed,
-                    commandName=plan.command,
-                )
-                return self._ok(call, {**result, "revision": current}, audit)
+                return self._ok(call, result, _committed_before(call, plan, result, changed))
             commit = made
         else:
             commit = ws.apply(meta, plan.changes)
+            if not commit.replayed:
+                read_back(ws, plan, commit)
         if commit.replayed:  # (the store's own check; the one above normally answers)
             record = ws.idempotency.check(key, digest) if key else None
             if record is not None:
@@ -646,7 +657,7 @@ class Service:
         applied = session.get("applied") if session.get("state") == "applied" else None
         committed = bool(applied and applied.get("commandId"))
         audit = Audit(
-            effect="write" if committed else "none",
+            effect="write" if committed else ("dry_run" if call.request.dryRun else "none"),
             commandId=applied.get("commandId") if committed and applied else None,
             workspaceId=call.ws.workspace_id,
             documentId=session.get("documentId"),
@@ -756,6 +767,85 @@ def block_diff(edit: EditResult) -> list[dict[str, Any]]:
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _preview_fields(call: Call, plan: WritePlan, result: dict[str, Any]) -> None:
+    """What a review preview shows, on a direct write's result too (seed 003 §3.3):
+    ``changedBlocks``, ``risk``, ``blocked``; and page.save's seed-000 summary."""
+    from mnoted.service import review
+
+    preview = review.preview_of(call.spec.name, plan)
+    for key in ("changedBlocks", "risk", "blocked"):
+        result.setdefault(key, preview[key])
+    if call.request.dryRun and call.spec.name in REVIEW_DRAFTS and plan.edit is not None:
+        # seed 003 §8 D: the session a review of this write would hold (nothing is kept)
+        args = call.wire_args
+        result["reviewSession"] = review.propose(
+            call, call.spec.name, args, review.proposal_of(call.spec.name, args, plan), plan
+        )
+    if call.spec.name == "mnote.page.save" and plan.edit is not None:
+        result.setdefault("diffSummary", save_summary(call.args.mode, result["diff"]))
+
+
+REVIEW_DRAFTS = frozenset({"mnote.doc.apply_block_ops", "mnote.doc.markdown_edit"})
+"""Writes whose dry run also returns the review session it would make (as plan_update)."""
+
+
+def save_summary(mode: str, diff: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Seed 000's summary of a page.save, ``[{op: "append", blocks: 1}]``: one entry for
+    the save's mode, counting the blocks it adds (append) or changes (replace)."""
+    if mode == "append":
+        return [{"op": "append", "blocks": sum(1 for d in diff if d["op"] == "insert")}]
+    return [{"op": "replace", "blocks": len(diff)}]
+
+
+def _committed_before(
+    call: Call, plan: WritePlan, result: dict[str, Any], changed: list[str]
+) -> Audit:
+    """The audit of a file release whose edits the watcher had already committed for its
+    grant: the command that holds them (the latest commit of the page)."""
+    ws = call.ws
+    path = plan.document.path if plan.document else plan.from_disk[0]
+    entries = ws.history(path, limit=1)
+    current = entries[0].commit if entries else ws.revision_of(path)
+    command_id = plan.result.get("commandId") or (entries[0].command_id if entries else None)
+    result["revision"] = current
+    result["commandId"] = command_id
+    return Audit(
+        effect="write" if command_id else "none",
+        commandId=command_id,
+        workspaceId=ws.workspace_id,
+        documentId=plan.document.document_id if plan.document else None,
+        revision=current,
+        changedBlockIds=changed,
+        commandName=plan.command,
+    )
+
+
+def read_back(ws: Workspace, plan: WritePlan, commit: CommitResult) -> None:
+    """Seed 003 §3.3: a write is reported applied only once its commit is read back and
+    holds what was planned: each written path's bytes in the commit are the planned bytes
+    (as Git stores them: line endings and ``$Id$`` cleaned), so the page aggregate read
+    from them is the planned page. A mismatch is an error, never a silent success."""
+    for change in plan.changes:
+        if not isinstance(change, Write):
+            continue
+        found = ws.blob_at(commit.commit, change.path)
+        if found is None or (
+            found[1] != change.data and _as_stored(found[1]) != _as_stored(change.data)
+        ):
+            raise StorageError(
+                f"read-back failed: commit {commit.commit[:12]} does not hold the bytes "
+                f"planned for {change.path}",
+                hint="Fetch the page and check it; make the write again if it is not there.",
+                commit=commit.commit,
+                path=change.path,
+            )
+
+
+def _as_stored(data: bytes) -> bytes:
+    """``data`` with what Git's clean filters may change undone (CRLF, ``$Id$``)."""
+    return re.sub(rb"\$Id:[^$\n]*\$", b"$Id$", data.replace(b"\r\n", b"\n"))
 
 
 def page_write(call: Call, loaded: LoadedPage, edit: EditResult, **extra: Any) -> WritePlan:

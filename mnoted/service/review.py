@@ -25,9 +25,10 @@ from mnoted.errors import (
     PermissionDenied,
     TargetOutOfScope,
 )
-from mnoted.service.actors import Actor
+from mnoted.service import provenance
+from mnoted.service.actors import Actor, utc_iso
 from mnoted.service.doc_tools import context_of
-from mnoted.service.executor import HANDLERS, Call, WritePlan, block_diff, handles
+from mnoted.service.executor import HANDLERS, Call, WritePlan, block_diff, handles, read_back
 from mnoted.store import CommandMeta, Workspace
 from mnoted.store.reviews import ReviewStore
 
@@ -171,7 +172,8 @@ def _preview(plan: WritePlan, blocked: bool, warnings: list[str]) -> dict[str, A
     return {
         "dryRun": True,
         "changedBlocks": changed,
-        "diff": plan.edit.diff if plan.edit is not None else "",
+        "diff": block_diff(plan.edit) if plan.edit is not None else [],
+        "unifiedDiff": plan.edit.diff if plan.edit is not None else "",
         "warnings": warnings,
         "blocked": blocked,
     }
@@ -195,12 +197,42 @@ def _full_preview(
         preview = {
             "dryRun": True,
             "changedBlocks": [],
-            "diff": "",
+            "diff": [],
+            "unifiedDiff": "",
             "warnings": warnings,
             "blocked": blocked,
         }
     preview["risk"] = _risk(tool, preview)
     return preview
+
+
+def preview_of(tool: str, plan: WritePlan) -> dict[str, Any]:
+    """The preview of a write as a review session shows it (a direct write returns it too)."""
+    return _full_preview(tool, plan, False, [])
+
+
+def proposal_of(tool: str, args: dict[str, Any], plan: WritePlan | None) -> dict[str, Any]:
+    """Seed 003 §5.5's ``proposal`` of a held tool call: ``format``, and ``operations``
+    (search/replace pairs, or seed-004 block commands) or ``fullContent`` (the page as it
+    would be, for a whole-page save), with the original ``toolName`` and ``args``."""
+    operations: list[dict[str, Any]] | None = None
+    full: str | None = None
+    fmt = "tool_call"
+    if tool == "mnote.doc.markdown_edit":
+        fmt = "markdown"
+        operations = [{"op": "replace", **o} for o in args.get("operations", [])]
+    elif tool == "mnote.doc.apply_block_ops":
+        fmt, operations = "block_ops", list(args.get("operations", []))
+    elif tool == "mnote.page.save" and plan is not None and plan.edit is not None:
+        fmt = "markdown"
+        full = plan.edit.page.to_bytes().decode("utf-8", "replace")
+    return {
+        "format": fmt,
+        "operations": operations,
+        "fullContent": full,
+        "toolName": tool,
+        "args": args,
+    }
 
 
 def _new_session(
@@ -225,12 +257,14 @@ def _new_session(
             "args": args,
             "documentId": request.documentId or request.path,
             "idempotencyKey": request.idempotencyKey,
+            "header": {k: v for k, v in provenance.header(call).items() if v is not None},
         },
         "proposal": proposal,
         "base": None,
         "preview": None,
-        "audit": {"createdAt": call.now, "createdBy": call.actor.actor_id},
+        "audit": {"createdAt": utc_iso(call.now), "createdBy": call.actor.actor_id},
         "retries": [request.toolCallId],
+        "history": [{"state": "draft", "at": call.now}],
     }
 
 
@@ -309,7 +343,7 @@ def record_applied(
     """The review-compatible record of a write that needed no review (yolo, owner, ...)."""
     args = call.wire_args
     store = store_of(call.service, call.ws)
-    session = _new_session(call, call.spec.name, args, {"toolName": call.spec.name, "args": args})
+    session = _new_session(call, call.spec.name, args, proposal_of(call.spec.name, args, plan))
     session["state"] = "applied"
     session["documentId"] = document_id
     session["path"] = path
@@ -324,8 +358,21 @@ def record_applied(
         "direct": True,
     }
     session["actions"] = _actions("applied", session)
-    session["history"] = [{"state": "applied", "at": call.now}]
+    session["history"].append({"state": "applied", "at": call.now})
     store.put(session, call.service.clock())
+
+
+def frozen_selection(call: Call, document_id: str) -> list[str] | None:
+    """The blocks a run may change on a page, as its frozen context named them (seed 003
+    §5.1, §6.3): None when the run froze no context of the page, or a ``full`` one."""
+    run = call.request.runId
+    if not run:
+        return None
+    context = store_of(call.service, call.ws).frozen_context(f"{run}:{document_id}")
+    if context is None or context.get("scope") in (None, "full"):
+        return None
+    allowed = context.get("allowedTargetBlockIds")
+    return [str(i) for i in allowed] if isinstance(allowed, list) else None
 
 
 def _session(call: Call) -> tuple[ReviewStore, dict[str, Any]]:
@@ -514,7 +561,13 @@ def review_accept(call: Call) -> dict[str, Any]:
     service, ws = call.service, call.ws
     if not call.actor.is_owner:
         raise PermissionDenied("only the workspace owner accepts review sessions")
-    if session.get("preview", {}).get("blocked"):
+    if "accepted" not in TRANSITIONS[session["state"]]:  # (a failed session has no preview)
+        raise InvalidTransition(
+            f"a review session in state {session['state']!r} cannot be accepted",
+            state=session["state"],
+            allowed=sorted(TRANSITIONS[session["state"]]),
+        )
+    if (session.get("preview") or {}).get("blocked"):
         raise TargetOutOfScope(
             "this proposal writes outside its allowedTargetBlockIds and cannot be accepted",
             hint="Reject it, or retry with a proposal inside the selection.",
@@ -567,12 +620,15 @@ def review_accept(call: Call) -> dict[str, Any]:
             ("Mnote-Review-Session", session["sessionId"]),
             ("Mnote-Accepted-By", call.actor.actor_id),
             ("Mnote-Accept-Call-Id", call.request.toolCallId or ""),
+            *_header_trailers(session),
         ),
     ).with_command_id()
     session["pendingCommandId"] = meta.command_id
     _set(service, ws, store, session, "applying")
     try:
         commit = ws.apply(meta, plan.changes) if plan.changes else None
+        if commit is not None and not commit.replayed:
+            read_back(ws, plan, commit)  # (applied only once the commit holds the plan)
     except MnoteError as exc:
         session["error"] = exc.to_dict()
         _set(service, ws, store, session, "failed")
@@ -596,6 +652,21 @@ def review_accept(call: Call) -> dict[str, Any]:
             reviewSession=session["sessionId"],
         )
     return session
+
+
+def _header_trailers(session: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The proposing call's seed-004 header, as its accepted commit's trailers."""
+    from mnoted.store import message
+
+    head = session["request"].get("header") or {}
+    names = {
+        "requestId": message.REQUEST_ID,
+        "actorType": message.ACTOR_TYPE,
+        "reason": message.REASON,
+        "onBehalfOf": message.ON_BEHALF_OF,
+        "targetBlockId": message.TARGET_BLOCK_ID,
+    }
+    return tuple((names[k], str(v)) for k, v in head.items() if k in names and v)
 
 
 @handles("mnote.page_ai.context")

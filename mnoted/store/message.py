@@ -20,6 +20,12 @@ SESSION_ID = "Mnote-Session-Id"
 ACTOR = "Mnote-Actor"
 IDEMPOTENCY_KEY = "Mnote-Idempotency-Key"
 REQUEST_HASH = "Mnote-Request-Hash"
+# seed 004's header (service.provenance)
+REQUEST_ID = "Mnote-Request-Id"
+ACTOR_TYPE = "Mnote-Actor-Type"
+REASON = "Mnote-Reason"
+ON_BEHALF_OF = "Mnote-On-Behalf-Of"
+TARGET_BLOCK_ID = "Mnote-Target-Block-Id"
 
 _TRAILER = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*): ?(.*)$")
 _MAX_SUBJECT_PATHS = 3

@@ -151,6 +151,11 @@ class ReviewStore:
             ).rowcount
         )
 
+    def frozen_context(self, run_id: str) -> dict[str, Any] | None:
+        """The context frozen for ``run_id``, if one was."""
+        row = self._db.execute("SELECT body FROM contexts WHERE run_id = ?", (run_id,)).fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
     def freeze_context(self, run_id: str, context: dict[str, Any], now: float) -> dict[str, Any]:
         """The context frozen for ``run_id``: the first one given wins, for the whole run."""
         self._db.execute(

@@ -34,7 +34,7 @@ def test_agent_write_needing_approval_waits_for_a_person(h: Harness) -> None:
     assert h.head() == head and (h.root / "notes/plan.md").read_text() == PLAN
     assert session["base"]["revision"] == h.ws.revision_of("notes/plan.md")
     assert session["preview"]["changedBlocks"][0]["after"] == "Proposed."
-    assert "+Proposed." in session["preview"]["diff"]
+    assert "+Proposed." in session["preview"]["unifiedDiff"]
     assert session["actions"]["accept"]["allowed"] is True
     assert [e["state"] for e in events if e["type"] == "review"] == [
         "planning",
