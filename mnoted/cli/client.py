@@ -164,8 +164,12 @@ class Client:
         dry_run: bool = False,
         workspace: str | None = None,
         base_revision: str | None = None,
+        header: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """A complete call: the CLI makes up the ids an agent runtime would send."""
+        """A complete call: the CLI makes up the ids an agent runtime would send.
+
+        ``header``: envelope fields given by the user (``traceId``, ``reason``,
+        ``actorType``), sent as given over the made-up ones."""
         spec = lookup(tool)
         call_id = uuid.uuid4().hex[:16]
         out: dict[str, Any] = {
@@ -185,6 +189,7 @@ class Client:
         if spec is not None and spec.writes:
             out["idempotencyKey"] = f"idem_{call_id}"
             out["dryRun"] = dry_run
+        out.update({k: v for k, v in (header or {}).items() if v is not None})
         return out
 
     def call(
@@ -195,7 +200,8 @@ class Client:
         dry_run: bool = False,
         workspace: str | None = None,
         base_revision: str | None = None,
+        header: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        envelope = self.envelope(tool, document, args, dry_run, workspace, base_revision)
+        envelope = self.envelope(tool, document, args, dry_run, workspace, base_revision, header)
         _status, body = self.request("POST", "/v1/tools/call", envelope)
         return dict(body)

@@ -78,6 +78,7 @@ def parser() -> argparse.ArgumentParser:
         help="workspace to call when the daemon serves several (default: the one the current "
         "folder is in)",
     )
+    _header_flags(p, argparse.SUPPRESS)
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
     init = sub.add_parser(
@@ -228,7 +229,25 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _header_flags(p: argparse.ArgumentParser, help_default: Any = None) -> None:
+    """Seed 004's header: ``--reason`` and ``--trace-id``, kept in the audit and the
+    commit's trailers (before the command or after it: the later one wins)."""
+    p.add_argument(
+        "--reason",
+        dest="header_reason",
+        default=help_default,
+        help="why this change is made (kept in the commit's Mnote-Reason trailer)",
+    )
+    p.add_argument(
+        "--trace-id",
+        dest="trace_id",
+        default=help_default,
+        help="the trace this call belongs to (default: one made up)",
+    )
+
+
 def _write_flags(p: argparse.ArgumentParser) -> None:
+    _header_flags(p, argparse.SUPPRESS)
     p.add_argument("--dry-run", action="store_true", help=_DRY_RUN)
     p.add_argument(
         "--base",
@@ -509,7 +528,12 @@ def main(argv: list[str] | None = None) -> int:
         tool, doc, tool_args, dry = tool_call(args)
         base = getattr(args, "base", None)
         workspace = args.workspace_id or _workspace_here(client)
-        response = client.call(tool, doc, tool_args, dry, workspace, base)
+        header = {
+            "traceId": getattr(args, "trace_id", None),
+            "reason": getattr(args, "header_reason", None),
+            "actorType": "cli",
+        }
+        response = client.call(tool, doc, tool_args, dry, workspace, base, header)
         if args.json:
             print_json(response)
         else:

@@ -87,8 +87,41 @@ def availability(
     return {"enabled": True, "unsupportedReason": ""}
 
 
+REVIEW_TOOLS = frozenset(
+    {
+        "mnote.doc.plan_update",
+        "mnote.review.accept",
+        "mnote.review.reject",
+        "mnote.review.retry",
+        "mnote.review.abort",
+    }
+)
+"""Writes that act on review sessions themselves: never held for approval."""
+
+
+def effective_annotations(
+    spec: ToolSpec, approval_mode: str | None, scopes: Collection[str] | None
+) -> dict[str, Any]:
+    """The tool's annotations as they hold for this caller in this workspace (seed 003
+    §5.2): an agent's writes under ``approvalMode = "required"`` all wait for a person, under
+    ``"review"`` those declared ``requiresApproval``, under ``"yolo"`` none; the owner's
+    (``scopes`` None) never wait. Without ``approval_mode`` the declaration is shown."""
+    out = spec.annotations.model_dump()
+    if approval_mode is None or not spec.writes or spec.name in REVIEW_TOOLS:
+        return out
+    held = scopes is not None and (
+        approval_mode == "required" or (approval_mode == "review" and out["requiresApproval"])
+    )
+    out["requiresApproval"] = held
+    out["approvalMode"] = approval_mode if held else "none"
+    return out
+
+
 def tool_entry(
-    spec: ToolSpec, disabled: Collection[str] = (), scopes: Collection[str] | None = None
+    spec: ToolSpec,
+    disabled: Collection[str] = (),
+    scopes: Collection[str] | None = None,
+    approval_mode: str | None = None,
 ) -> dict[str, Any]:
     return {
         "name": spec.name,
@@ -98,16 +131,28 @@ def tool_entry(
         "scopes": list(spec.scopes),
         "inputSchema": input_schema(spec),
         "outputSchema": output_schema(spec),
-        "annotations": spec.annotations.model_dump(),
+        "annotations": effective_annotations(spec, approval_mode, scopes),
         "availability": availability(spec, disabled, scopes),
     }
 
 
 def manifest(
-    disabled: Collection[str] = (), scopes: Collection[str] | None = None
+    disabled: Collection[str] = (),
+    scopes: Collection[str] | None = None,
+    approval_mode: str | None = None,
+    caller: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The manifest for one caller in one workspace; ``scopes`` None means the owner."""
-    return {
+    """The manifest for one caller in one workspace; ``scopes`` None means the owner.
+
+    With ``approval_mode`` (the workspace's) each tool's annotations say whether this
+    caller's calls wait for a person; ``caller`` (its actor, scopes and path grants) is
+    shown as ``permissions``."""
+    out: dict[str, Any] = {
         "schema": MANIFEST_SCHEMA,
-        "tools": [tool_entry(spec, disabled, scopes) for spec in TOOLS.values()],
+        "tools": [tool_entry(spec, disabled, scopes, approval_mode) for spec in TOOLS.values()],
     }
+    if approval_mode is not None:
+        out["approvalMode"] = approval_mode
+    if caller is not None:
+        out["permissions"] = caller
+    return out

@@ -217,14 +217,37 @@ class _Result(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+class BlockChange(BaseModel):
+    """One changed block: ``op`` insert, update or delete, its text before and after."""
+
+    model_config = ConfigDict(extra="allow")
+
+    op: Literal["insert", "update", "delete"]
+    blockId: str
+    before: str | None = None
+    after: str | None = None
+    type: str | None = None
+
+
 class WriteResult(_Result):
     commandName: str
     dryRun: bool
     revision: str | None = None
     changedBlockIds: list[str] = Field(default_factory=list)
-    diff: str = ""
+    diff: list[BlockChange] = Field(default_factory=list)
+    unifiedDiff: str = ""
+    changedBlocks: list[BlockChange] = Field(default_factory=list)
+    risk: Literal["low", "medium", "high"] = "low"
+    blocked: bool = False
     rebased: bool = False
     warnings: list[str] = Field(default_factory=list)
+    diffSummary: list[dict[str, Any]] | None = Field(
+        default=None, description='page.save: seed 000\'s summary, [{"op": "append", "blocks": 1}]'
+    )
+    reviewSession: dict[str, Any] | None = Field(
+        default=None,
+        description="a dry run of markdown_edit/apply_block_ops: the review session it would make",
+    )
 
 
 class PageResult(_Result):

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from mnoted.contract.envelope import Audit
 from mnoted.contract.manifest import manifest
 from mnoted.errors import InvalidArguments, MnoteError, PermissionDenied, TooLarge
 from mnoted.server.unixsocket import peer_uid
@@ -41,7 +42,17 @@ class Limits:
 
 
 def error_body(exc: MnoteError) -> dict[str, Any]:
-    return {"ok": False, "error": exc.to_dict()}
+    """A refusal before any tool ran (no token, not JSON), in the full shape of seed 000
+    §3: the seven keys of every answer, with nothing known of the call left null."""
+    return {
+        "ok": False,
+        "toolName": "",
+        "toolCallId": None,
+        "traceId": None,
+        "result": None,
+        "audit": Audit(effect="none").model_dump(mode="json"),
+        "error": exc.to_dict(),
+    }
 
 
 def json_error(status: int, exc: MnoteError) -> web.Response:
@@ -109,7 +120,15 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
         actor = request[ACTOR]
         runner = daemon.runner_for(request.query.get("workspaceId"), actor)
         disabled = runner.ws.config.disabled_tools if runner.ws else frozenset()
-        body = manifest(disabled, None if actor.is_owner else actor.scopes)
+        mode = runner.ws.config.approval_mode if runner.ws else None
+        caller = {
+            "actorId": actor.actor_id,
+            "kind": actor.kind,
+            "scopes": None if actor.scopes is None else sorted(actor.scopes),
+            "paths": list(actor.grants),
+            "protectEditing": "refused" if not actor.is_owner else "allowed",
+        }
+        body = manifest(disabled, None if actor.is_owner else actor.scopes, mode, caller)
         body["workspaceId"] = runner.workspace_id
         return web.json_response(body)
 
@@ -128,8 +147,9 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
         limit = limits.max_json_depth
         # (fewer brackets than the limit cannot nest deeper: most requests skip the walk)
         if raw.count(b"[") + raw.count(b"{") > limit and json_depth(payload, limit) > limit:
-            return json_error(
-                400, InvalidArguments(f"JSON nested deeper than {limits.max_json_depth}")
+            too_deep = InvalidArguments(f"JSON nested deeper than {limits.max_json_depth}")
+            return web.json_response(
+                daemon.service.call_failed(payload, too_deep, actor), status=400
             )
         workspace_limit = daemon.request_limit(payload)
         if workspace_limit is not None and len(raw) > workspace_limit:

@@ -178,13 +178,13 @@ class Daemon:
 
     async def call(self, payload: Any, actor: Actor) -> bytes:
         """Run a tool call on its workspace's thread; the response as sent on the wire."""
-        wid = payload.get("workspaceId") if isinstance(payload, dict) else None
+        wid = _named_workspace(payload)
         if wid is None and actor.workspace_id is not None:
             wid = actor.workspace_id
         try:
             runner = self.runner_for(wid if isinstance(wid, str) else None, actor)
         except MnoteError as exc:
-            return wire_bytes(self.service.call_failed(payload, exc))
+            return wire_bytes(self.service.call_failed(payload, exc, actor))
         limit = self.config.limits.request_seconds
         try:
             return await _answer(runner.submit_call(payload, actor), limit)
@@ -192,7 +192,9 @@ class Daemon:
             log.warning("call over the %.0fs limit: %s", limit, payload.get("toolName"))
             return wire_bytes(
                 self.service.call_failed(
-                    payload, Timeout(f"the call took longer than {limit:.0f}s; it is still running")
+                    payload,
+                    Timeout(f"the call took longer than {limit:.0f}s; it is still running"),
+                    actor,
                 )
             )
 
@@ -206,7 +208,7 @@ class Daemon:
 
     def request_limit(self, payload: Any) -> int | None:
         """The request size limit of the workspace a call names (``maxRequestBytes``)."""
-        wid = payload.get("workspaceId") if isinstance(payload, dict) else None
+        wid = _named_workspace(payload)
         runner = self.runners.get(wid) if isinstance(wid, str) else None
         if runner is None and len(self.runners) == 1:
             runner = next(iter(self.runners.values()))
@@ -429,3 +431,11 @@ def run(config: DaemonConfig) -> int:
         print(f"mnoted: {exc.message}\n  hint: {exc.hint}", file=sys.stderr)
         return 1
     return 0
+
+
+def _named_workspace(payload: Any) -> Any:
+    """The workspace a call names, as ``workspaceId`` or seed 004's ``workspace_id``."""
+    if not isinstance(payload, dict):
+        return None
+    named = payload.get("workspaceId")
+    return payload.get("workspace_id") if named is None else named
