@@ -771,11 +771,12 @@ def _str(value: Any) -> str | None:
 
 def _preview_fields(call: Call, plan: WritePlan, result: dict[str, Any]) -> None:
     """What a review preview shows, on a direct write's result too (seed 003 §3.3):
-    ``changedBlocks``, ``risk``, ``blocked``; and page.save's seed-000 summary."""
+    ``changedBlocks``, ``risk``, ``blocked``, ``warnings``; and page.save's seed-000
+    summary."""
     from mnoted.service import review
 
     preview = review.preview_of(call.spec.name, plan)
-    for key in ("changedBlocks", "risk", "blocked"):
+    for key in ("changedBlocks", "risk", "blocked", "warnings"):
         result.setdefault(key, preview[key])
     if call.request.dryRun and call.spec.name in REVIEW_DRAFTS and plan.edit is not None:
         # seed 003 §8 D: the session a review of this write would hold (nothing is kept)

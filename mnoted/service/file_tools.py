@@ -124,17 +124,24 @@ def file_release(call: Call) -> WritePlan:
         ws.sidecar.delete(GRANTS, call.args.grantId)
         if ws.sidecar.get(GRANTS_BY_PATH, doc.path) == call.args.grantId:
             ws.sidecar.delete(GRANTS_BY_PATH, doc.path)
+    result = {
+        "documentId": doc.document_id,
+        "path": doc.path,
+        "grantId": call.args.grantId,
+        "grantedRevision": grant["revision"],
+        "revision": ws.revision_of(doc.path),
+    }
+    if data == head_data and head_blob != grant["originBlob"]:
+        # The watcher committed the holder's edits for the grant already: the release
+        # answers the command that holds them (seed 000 §5: commandId traces the write).
+        latest = ws.history(doc.path, limit=1)
+        if latest and latest[0].command_id:
+            result["commandId"] = latest[0].command_id
     return WritePlan(
         command=call.spec.command or "file.release",
         changes=[],
         from_disk=[doc.path] if data != head_data else [],
-        result={
-            "documentId": doc.document_id,
-            "path": doc.path,
-            "grantId": call.args.grantId,
-            "grantedRevision": grant["revision"],
-            "revision": ws.revision_of(doc.path),
-        },
+        result=result,
         edit=edit,
         document=doc,
     )
