@@ -156,8 +156,8 @@ def print_session(session: dict[str, Any], color: bool) -> None:
                         "\n".join("+    " + ln for ln in block["after"].splitlines()), color
                     )
                 )
-        if preview.get("diff"):
-            print(colour_diff(preview["diff"].rstrip("\n"), color))
+        if preview.get("unifiedDiff"):
+            print(colour_diff(preview["unifiedDiff"].rstrip("\n"), color))
     applied = session.get("applied")
     if applied:
         print(f"  applied as {applied.get('commit')} ({applied.get('commandId')})")
