@@ -440,7 +440,8 @@ class Service:
 
     def _ok(self, call: Call, result: dict[str, Any], audit: Audit) -> ToolResponse:
         audit.actorId = call.actor.actor_id
-        provenance.fill(audit, call)  # (seed 004's header: requestId, actorType, reason, ...)
+        if call.spec.writes:  # (seed 004 §6's command record; a read's answer may be kept)
+            provenance.fill(audit, call)
         return ToolResponse(
             ok=True,
             toolName=call.spec.name,
