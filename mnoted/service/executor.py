@@ -770,6 +770,21 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def page_write(call: Call, loaded: LoadedPage, edit: EditResult, **extra: Any) -> WritePlan:
+    """The plan of an edit to one existing page (a write of its new bytes)."""
+    changes: list[Change] = []
+    if edit.changed:
+        changes.append(Write(loaded.path, edit.page.to_bytes(), base_blob=loaded.blob))
+    return WritePlan(
+        command=call.spec.command or call.spec.name,
+        changes=changes,
+        result={"documentId": loaded.doc.document_id, "path": loaded.path, **extra},
+        loaded=loaded,
+        edit=edit,
+        document=loaded.doc,
+    )
+
+
 def _preview_fields(call: Call, plan: WritePlan, result: dict[str, Any]) -> None:
     """What a review preview shows, on a direct write's result too (seed 003 §3.3):
     ``changedBlocks``, ``risk``, ``blocked``, ``warnings``; and page.save's seed-000
@@ -848,18 +863,3 @@ def read_back(ws: Workspace, plan: WritePlan, commit: CommitResult) -> None:
 def _as_stored(data: bytes) -> bytes:
     """``data`` with what Git's clean filters may change undone (CRLF, ``$Id$``)."""
     return re.sub(rb"\$Id:[^$\n]*\$", b"$Id$", data.replace(b"\r\n", b"\n"))
-
-
-def page_write(call: Call, loaded: LoadedPage, edit: EditResult, **extra: Any) -> WritePlan:
-    """The plan of an edit to one existing page (a write of its new bytes)."""
-    changes: list[Change] = []
-    if edit.changed:
-        changes.append(Write(loaded.path, edit.page.to_bytes(), base_blob=loaded.blob))
-    return WritePlan(
-        command=call.spec.command or call.spec.name,
-        changes=changes,
-        result={"documentId": loaded.doc.document_id, "path": loaded.path, **extra},
-        loaded=loaded,
-        edit=edit,
-        document=loaded.doc,
-    )
