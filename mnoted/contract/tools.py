@@ -405,6 +405,7 @@ class ToolSpec:
     annotations: Annotations
     command: str | None = None
     needs_document: bool = True
+    owner_only: bool = False  # (an agent's token never may: not offered to agents)
 
     @property
     def writes(self) -> bool:
@@ -657,6 +658,7 @@ _REVIEW_SPECS: tuple[ToolSpec, ...] = (
         _write(idempotent=True),
         command="review.accept",
         needs_document=False,
+        owner_only=True,
     ),
     ToolSpec(
         "mnote.review.reject",
@@ -667,6 +669,7 @@ _REVIEW_SPECS: tuple[ToolSpec, ...] = (
         _write(),
         command="review.reject",
         needs_document=False,
+        owner_only=True,
     ),
     ToolSpec(
         "mnote.review.retry",
