@@ -2,14 +2,15 @@
 its schema shows. Shared by the MCP and the Hermes tests (standard library only: it also
 runs inside Hermes's own environment).
 
-``drive(call, schemas)`` calls each tool once on a workspace holding ``plan.md``, the
-review tools on review sessions the agent proposed itself, and returns each tool's
-answer (the daemon's response envelope) by its model-safe name.
+``drive(call, schemas)`` calls each tool on pages it creates itself, the review tools on
+review sessions it proposed itself, and returns each tool's answer (the daemon's response
+envelope) by its model-safe name.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,40 +41,45 @@ def drive(call: Call, schemas: dict[str, dict[str, Any]]) -> dict[str, dict[str,
             out[name] = answer  # the first failure of a tool is the one reported
         return answer
 
+    tag = uuid.uuid4().hex[:8]  # (a page of its own: the driver may run twice on a workspace)
+    page, ideas, kept = f"agent/plan-{tag}.md", f"agent/ideas-{tag}.md", f"agent/kept-{tag}.md"
+    run("mnote_page_create", path=page, content="# Plan\n\nShip on Monday.\n\n- one\n- two\n")
     run("mnote_workspace_list")
-    page = run("mnote_page_get", documentId="plan.md")
-    block = page["result"]["blocks"][0]["id"]
-    run("mnote_doc_fetch", documentId="plan.md", scope="outline")
-    run("mnote_block_fetch", documentId="plan.md", blockId=block)
-    run("mnote_page_ai_context", documentId="plan.md")
-    run("mnote_page_ai_route", documentId="plan.md", instruction="Fix the typo in the title")
-    run("mnote_doc_history", documentId="plan.md")
-    run("mnote_page_create", path="agent/ideas.md", content="# Ideas\n\nA first idea.\n")
-    run("mnote_page_save", documentId="agent/ideas.md", content=["A second idea."], mode="append")
-    run("mnote_page_update_title", documentId="agent/ideas.md", title="Ideas worth keeping")
-    run("mnote_page_update_options", documentId="agent/ideas.md", options={"showToc": True})
-    run("mnote_artifact_create_summary", documentId="plan.md", summary="Ships on Monday.")
-    run("mnote_artifact_create_ai_note", documentId="plan.md", content="Consider Tuesday.")
+    got = run("mnote_page_get", documentId=page)
+    block = got["result"]["blocks"][0]["id"]
+    run("mnote_doc_fetch", documentId=page, scope="outline")
+    run("mnote_block_fetch", documentId=page, blockId=block)
+    run("mnote_page_ai_context", documentId=page)
+    run("mnote_page_ai_route", documentId=page, instruction="Fix the typo in the title")
+    run("mnote_doc_history", documentId=page)
+    run("mnote_page_create", path=ideas, content="# Ideas\n\nA first idea.\n")
+    run("mnote_page_save", documentId=ideas, content=["A second idea."], mode="append")
+    run("mnote_page_update_title", documentId=ideas, title="Ideas worth keeping")
+    run("mnote_page_update_options", documentId=ideas, options={"showToc": True})
+    run("mnote_artifact_create_summary", documentId=page, summary="Ships on Monday.")
+    run("mnote_artifact_create_ai_note", documentId=page, content="Consider Tuesday.")
     run(
         "mnote_doc_markdown_edit",
-        documentId="plan.md",
+        documentId=page,
         operations=[{"search": "Monday", "replace": "Sunday"}],
     )
     run(
         "mnote_doc_apply_block_ops",
-        documentId="plan.md",
-        operations=[{"command": "insert_block_after", "after_block_id": block, "block": "Added."}],
+        documentId=page,
+        operations=[
+            {"command": "insert_block_after", "after_block_id": block, "block": "Added."}
+        ],
     )
-    grant = run("mnote_file_grant", documentId="agent/ideas.md")
+    grant = run("mnote_file_grant", documentId=ideas)
     granted = Path(grant["result"]["absolutePath"])
     granted.write_text(granted.read_text(encoding="utf-8") + "\nA third idea.\n", "utf-8")
-    run("mnote_file_release", documentId="agent/ideas.md", grantId=grant["result"]["grantId"])
-    run("mnote_page_move", documentId="agent/ideas.md", newPath="agent/kept.md")
+    run("mnote_file_release", documentId=ideas, grantId=grant["result"]["grantId"])
+    run("mnote_page_move", documentId=ideas, newPath=kept)
 
     def propose(search: str, replace: str) -> str:
         made = run(
             "mnote_doc_plan_update",
-            documentId="plan.md",
+            documentId=page,
             operations=[{"search": search, "replace": replace}],
             reason="clearer wording",
         )
@@ -81,8 +87,8 @@ def drive(call: Call, schemas: dict[str, dict[str, Any]]) -> dict[str, dict[str,
 
     first = propose("- one", "- first")
     run("mnote_review_list")
-    got = run("mnote_review_get", sessionId=first)
-    assert got["result"]["proposal"]["reason"] == "clearer wording", got
+    review = run("mnote_review_get", sessionId=first)
+    assert review["result"]["proposal"]["reason"] == "clearer wording", review
     run("mnote_review_retry", sessionId=first)
     if "mnote_review_accept" in schemas:
         run("mnote_review_accept", sessionId=first)
@@ -95,7 +101,7 @@ def drive(call: Call, schemas: dict[str, dict[str, Any]]) -> dict[str, dict[str,
         run("mnote_review_abort", sessionId=second)
     third = propose("- two", "- 2")
     run("mnote_review_abort", sessionId=third)
-    run("mnote_page_delete", documentId="agent/kept.md")
+    run("mnote_page_delete", documentId=kept)
     return out
 
 

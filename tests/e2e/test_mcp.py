@@ -104,8 +104,8 @@ def test_every_tool_is_usable_through_the_mcp_sdk_as_the_readme_sets_it_up(
         accepted["applied"]["commit"],
     ).strip()
     assert re.fullmatch(rf"{accepted['sessionId']}\s*\|mcp_\w+", trailers), trailers
-    assert "- first" in (daemon.workspace / "plan.md").read_text()
-    assert "Sunday" in (daemon.workspace / "plan.md").read_text()
+    (page,) = (daemon.workspace / "agent").glob("plan-*.md")
+    assert "- first" in page.read_text() and "Sunday" in page.read_text()
     assert out["raw"]["mnote_page_get"]["structuredContent"]["ok"] is True
 
 
@@ -143,3 +143,28 @@ def test_the_bridge_needs_a_token_or_an_explicit_owner_flag(daemon: DaemonProces
 def wire(value: Any) -> dict[str, Any]:
     """An SDK object in its wire (camelCase) form: the same under mcp 1.x and 2.x."""
     return dict(value.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+def test_a_retried_call_with_the_hosts_call_id_is_written_once(daemon: DaemonProcess) -> None:
+    token = daemon.agent_token("claude", "page.write")
+    edit = {"documentId": "plan.md", "operations": [{"search": "Monday", "replace": "Friday"}]}
+
+    async def work() -> list[dict[str, Any]]:
+        params = host_params(daemon, token)
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            await session.list_tools()
+            out = []
+            for _ in range(2):  # the host retries the call it sent: same id, same arguments
+                result = await session.call_tool(
+                    "mnote_doc_markdown_edit", edit, meta={"toolCallId": "toolu_01"}
+                )
+                out.append(json.loads(wire(result)["content"][0]["text"]))
+            return out
+
+    head = daemon.git("rev-parse", "HEAD").strip()
+    first, again = anyio.run(work)
+    assert first["ok"] and again["ok"], (first, again)
+    assert again["audit"]["replayed"] is True
+    assert again["audit"]["commandId"] == first["audit"]["commandId"]
+    assert daemon.git("rev-list", "--count", f"{head}..HEAD").strip() == "1"
