@@ -189,6 +189,11 @@ def parser() -> argparse.ArgumentParser:
                 type=_json_arg if field == "props" else str,
                 help=_BLOCK_OPTION_HELP.get(field, BLOCK_FIELDS[field]),
             )
+        cmd.add_argument(
+            "--snapshot",
+            action="store_true",
+            help="also print the changed blocks as they are after the change",
+        )
         _write_flags(cmd)
 
     review = sub.add_parser("review", help="review sessions").add_subparsers(
@@ -318,7 +323,10 @@ def tool_call(args: argparse.Namespace) -> tuple[str, str | None, dict[str, Any]
     if args.cmd == "call":
         return args.tool, args.doc, args.args, dry
     if args.cmd == "editor":
-        return "mnote.doc.apply_block_ops", args.doc, {"operations": [_block_args(args)]}, dry
+        block_op: dict[str, Any] = {"operations": [_block_args(args)]}
+        if args.snapshot:
+            block_op["snapshot"] = True
+        return "mnote.doc.apply_block_ops", args.doc, block_op, dry
     if args.cmd == "log":
         return "mnote.doc.history", args.page, {"limit": args.limit}, False
     if args.cmd == "review":

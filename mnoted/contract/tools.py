@@ -201,6 +201,11 @@ class ApplyBlockOpsArgs(_Args):
     allowedTargetBlockIds: list[str] | None = Field(
         default=None, max_length=10_000, description=_ALLOWED
     )
+    snapshot: bool = Field(
+        default=False,
+        description="true: the answer also holds the changed blocks as they are after the "
+        "change (snapshot)",
+    )
 
 
 class PageCreateArgs(_Args):
