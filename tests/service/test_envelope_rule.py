@@ -67,3 +67,29 @@ def test_numbers_are_not_read_from_strings(h: Harness) -> None:
     resp = h.call("mnote.workspace.list", limit="5")
     assert resp["error"]["code"] == "mnote_tool_invalid_arguments"
     assert resp["error"]["message"].startswith("limit:")
+
+
+def test_every_argument_a_model_or_client_sees_is_described() -> None:
+    from mnoted.contract.manifest import input_schema
+    from mnoted.contract.tools import TOOLS
+    from mnoted.integrations.tooling import agent_schema
+
+    for spec in TOOLS.values():
+        for schema in (agent_schema(spec), input_schema(spec)):
+            props = dict(schema["properties"])
+            for name, model in schema.get("$defs", {}).items():
+                props.update({f"{name}.{k}": v for k, v in model.get("properties", {}).items()})
+            for name, prop in props.items():
+                assert prop.get("description"), f"{spec.name}: {name} has no description"
+                assert "seed" not in prop["description"].lower(), (spec.name, name)
+
+
+def test_the_cli_shortcuts_default_as_the_tools_do() -> None:
+    from mnoted.cli.main import parser
+    from mnoted.contract.tools import DocFetchArgs, PageSaveArgs
+
+    save = parser().parse_args(["page", "save", "x.md", "--markdown", "text"])
+    assert save.mode == PageSaveArgs.model_fields["mode"].default == "replace"
+    fetch = parser().parse_args(["page", "fetch", "x.md"])
+    fields = DocFetchArgs.model_fields
+    assert (fetch.scope, fetch.format) == (fields["scope"].default, fields["format"].default)
