@@ -59,7 +59,7 @@ def input_schema(spec: ToolSpec) -> dict[str, Any]:
     args = spec.args.model_json_schema()
     props: dict[str, Any] = {}
     for name in ("workspaceId", "documentId", "sessionId", "runId", "toolCallId", "traceId"):
-        if name != "documentId" or spec.needs_document:
+        if name != "documentId" or spec.needs_document or spec.optional_document:
             props[name] = dict(_ENVELOPE_PROPS[name])
     if spec.writes:
         for name in ("idempotencyKey", "dryRun", "baseRevision"):

@@ -411,6 +411,7 @@ class ToolSpec:
     command: str | None = None
     needs_document: bool = True
     owner_only: bool = False  # (an agent's token never may: not offered to agents)
+    optional_document: bool = False  # (a page narrows what it lists; none: the workspace)
 
     @property
     def writes(self) -> bool:
@@ -652,6 +653,7 @@ _REVIEW_SPECS: tuple[ToolSpec, ...] = (
         ("page.read",),
         READ,
         needs_document=False,
+        optional_document=True,
     ),
     ToolSpec(
         "mnote.review.accept",

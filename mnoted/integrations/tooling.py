@@ -39,7 +39,7 @@ WRITE_PROPS: dict[str, dict[str, Any]] = {
 
 def page_fields(spec: ToolSpec) -> tuple[str, ...]:
     """The envelope fields a model may fill in for this tool."""
-    page = ("documentId",) if spec.needs_document else ()
+    page = ("documentId",) if spec.needs_document or spec.optional_document else ()
     return (*page, *(WRITE_PROPS if spec.writes else ()))
 
 
@@ -52,8 +52,9 @@ def agent_schema(spec: ToolSpec) -> dict[str, Any]:
     args = copy.deepcopy(spec.args.model_json_schema())
     props: dict[str, Any] = {}
     required: list[str] = []
-    if spec.needs_document:
+    if spec.needs_document or spec.optional_document:
         props["documentId"] = dict(DOCUMENT_PROP)
+    if spec.needs_document:
         required.append("documentId")
     props.update(args.get("properties", {}))
     required += args.get("required", [])

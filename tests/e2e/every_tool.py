@@ -86,7 +86,10 @@ def drive(call: Call, schemas: dict[str, dict[str, Any]]) -> dict[str, dict[str,
         return str(made["result"]["reviewSessionId"])
 
     first = propose("- one", "- first")
-    run("mnote_review_list")
+    listed = run("mnote_review_list", documentId=page)
+    sessions = listed["result"]["sessions"]
+    assert first in [s["sessionId"] for s in sessions], listed
+    assert {s["path"] for s in sessions} == {page}, listed
     review = run("mnote_review_get", sessionId=first)
     assert review["result"]["proposal"]["reason"] == "clearer wording", review
     run("mnote_review_retry", sessionId=first)
