@@ -66,9 +66,7 @@ def drive(call: Call, schemas: dict[str, dict[str, Any]]) -> dict[str, dict[str,
     run(
         "mnote_doc_apply_block_ops",
         documentId=page,
-        operations=[
-            {"command": "insert_block_after", "after_block_id": block, "block": "Added."}
-        ],
+        operations=[{"command": "insert_block_after", "after_block_id": block, "block": "Added."}],
     )
     grant = run("mnote_file_grant", documentId=ideas)
     granted = Path(grant["result"]["absolutePath"])
