@@ -168,3 +168,36 @@ def test_a_retried_call_with_the_hosts_call_id_is_written_once(daemon: DaemonPro
     assert again["audit"]["replayed"] is True
     assert again["audit"]["commandId"] == first["audit"]["commandId"]
     assert daemon.git("rev-list", "--count", f"{head}..HEAD").strip() == "1"
+
+
+def test_a_boolean_given_as_text_is_refused_through_the_bridge(daemon: DaemonProcess) -> None:
+    token = daemon.agent_token("claude", "page.write")
+
+    async def work() -> list[dict[str, Any]]:
+        params = host_params(daemon, token)
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            await session.list_tools()
+            calls = [
+                (
+                    "mnote_page_update_title",
+                    {"documentId": "plan.md", "title": "X", "dryRun": "no"},
+                ),
+                (
+                    "mnote_page_update_options",
+                    {"documentId": "plan.md", "options": {"showToc": "yes"}},
+                ),
+            ]
+            out = []
+            for name, arguments in calls:
+                result = await session.call_tool(name, arguments)
+                out.append(json.loads(wire(result)["content"][0]["text"]))
+            return out
+
+    head = daemon.git("rev-parse", "HEAD").strip()
+    title, options = anyio.run(work)
+    assert title["error"]["code"] == "mnote_tool_invalid_arguments"
+    assert title["error"]["message"].startswith("dryRun:")
+    assert options["error"]["code"] == "mnote_tool_invalid_arguments"
+    assert options["error"]["message"].startswith("options.showToc:")
+    assert daemon.git("rev-parse", "HEAD").strip() == head
