@@ -8,13 +8,18 @@ import json
 import re
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import get_default_environment, stdio_client
 
+from mnoted.server.locations import default_socket_path
+from mnoted.store import Workspace
 from tests.e2e.conftest import DaemonProcess
 from tests.e2e.every_tool import drive, report
 
@@ -67,9 +72,29 @@ def every_tool(daemon: DaemonProcess, token: str | None, mnote: Path = MNOTE) ->
     return anyio.run(work)
 
 
+@pytest.fixture
+def desktop_daemon() -> Iterator[DaemonProcess]:
+    """A daemon listening where `make run` and the systemd unit put it: the default socket
+    under ``$XDG_RUNTIME_DIR``, which an MCP host's environment does not carry."""
+    with tempfile.TemporaryDirectory(prefix="mn") as tmp:
+        base = Path(tmp)
+        workspace = base / "notes"
+        Workspace.init(workspace).close()
+        (workspace / "plan.md").write_text("# Plan\n\nShip on Monday.\n")
+        d = DaemonProcess(base, workspace)
+        d.socket = default_socket_path({"XDG_RUNTIME_DIR": d.env["XDG_RUNTIME_DIR"]})
+        d.env.pop("MNOTED_SOCKET")
+        d.start()
+        try:
+            yield d
+        finally:
+            d.stop()
+
+
 def test_every_tool_is_usable_through_the_mcp_sdk_as_the_readme_sets_it_up(
-    daemon: DaemonProcess,
+    desktop_daemon: DaemonProcess,
 ) -> None:
+    daemon = desktop_daemon
     out = every_tool(daemon, daemon.owner_token())
     tools = {t["name"]: t for t in out["tools"]}
     offered = sorted(tools)
