@@ -20,7 +20,7 @@ import pydantic_core
 
 from mnoted.cli.wire import BadAnswer, Connection, Dropped
 from mnoted.contract.tools import lookup
-from mnoted.server.locations import config_dir, default_socket_path, owner_token
+from mnoted.server.locations import config_dir, find_socket, owner_token
 
 
 class Unreachable(Exception):
@@ -78,10 +78,7 @@ class Client:
     def __init__(
         self, socket_path: Path | None = None, token: str | None = None, timeout: float = 120.0
     ) -> None:
-        env_socket = os.environ.get("MNOTED_SOCKET")
-        self.socket_path = socket_path or (
-            Path(env_socket) if env_socket else default_socket_path()
-        )
+        self.socket_path = socket_path or find_socket()
         self.token = (
             token or os.environ.get("MNOTE_TOKEN") or owner_token(config_dir(), create=False)
         )

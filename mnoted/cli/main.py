@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, get_args
 
 from mnoted.cli.client import Client, Unreachable
 from mnoted.cli.output import print_json, print_response, print_status, print_tools
-from mnoted.contract.tools import SCOPES, TOOLS, Format, Scope
+from mnoted.contract.tools import SCOPES, TOOLS, Format, PageSaveArgs, Scope
 from mnoted.core.names import BLOCK_COMMANDS, BLOCK_FIELDS, block_command_signature
 from mnoted.errors import MnoteError
 
@@ -70,7 +70,10 @@ def _duration(text: str) -> float:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mnote", description="mnoted's command line")
     p.add_argument(
-        "--socket", type=Path, help="daemon socket (default: $XDG_RUNTIME_DIR/mnoted/mnoted.sock)"
+        "--socket",
+        type=Path,
+        help="daemon socket (default: $MNOTED_SOCKET, $XDG_RUNTIME_DIR/mnoted/mnoted.sock, or "
+        "the path the daemon recorded in ~/.config/mnoted/socket-path)",
     )
     p.add_argument("--json", action="store_true", help="print the response envelope exactly")
     p.add_argument(
@@ -91,7 +94,15 @@ def parser() -> argparse.ArgumentParser:
 
     sub.add_parser("status", help="daemon, workspaces, watcher health, pending changes")
     sub.add_parser("tools", help="the tool manifest")
-    sub.add_parser("mcp", help="serve the caller's tools as a stdio MCP server")
+    mcp = sub.add_parser(
+        "mcp",
+        help="serve the tools of the agent's token ($MNOTE_TOKEN) as a stdio MCP server",
+    )
+    mcp.add_argument(
+        "--as-owner",
+        action="store_true",
+        help="without MNOTE_TOKEN, act as the owner (every tool, review.accept included)",
+    )
     svc = sub.add_parser("install-service", help="install the systemd user unit")
     svc.add_argument(
         "--workspace", type=Path, action="append", default=[], help="workspace folder (repeatable)"
@@ -115,7 +126,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("doc", help=_DOC)
     s.add_argument("--markdown", required=True, help="Markdown to write ('-' reads stdin)")
     s.add_argument(
-        "--mode", choices=["append", "replace"], default="append", help="(default: append)"
+        "--mode",
+        choices=["replace", "append"],
+        default=PageSaveArgs.model_fields["mode"].default,
+        help="replace the body, or append to it (default: %(default)s, as the tool's)",
     )
     _write_flags(s)
     t = page.add_parser("title", help=_calls("mnote.page.update_title"))
@@ -176,6 +190,11 @@ def parser() -> argparse.ArgumentParser:
                 type=_json_arg if field == "props" else str,
                 help=_BLOCK_OPTION_HELP.get(field, BLOCK_FIELDS[field]),
             )
+        cmd.add_argument(
+            "--snapshot",
+            action="store_true",
+            help="also print the changed blocks as they are after the change",
+        )
         _write_flags(cmd)
 
     review = sub.add_parser("review", help="review sessions").add_subparsers(
@@ -323,7 +342,10 @@ def tool_call(args: argparse.Namespace) -> tuple[str, str | None, dict[str, Any]
     if args.cmd == "call":
         return args.tool, args.doc, args.args, dry
     if args.cmd == "editor":
-        return "mnote.doc.apply_block_ops", args.doc, {"operations": [_block_args(args)]}, dry
+        block_op: dict[str, Any] = {"operations": [_block_args(args)]}
+        if args.snapshot:
+            block_op["snapshot"] = True
+        return "mnote.doc.apply_block_ops", args.doc, block_op, dry
     if args.cmd == "log":
         return "mnote.doc.history", args.page, {"limit": args.limit}, False
     if args.cmd == "review":
@@ -502,11 +524,19 @@ def main(argv: list[str] | None = None) -> int:
             return _grant(args)
         if args.cmd == "install-service":
             return _install_service(args)
-        client = Client(args.socket)
         if args.cmd == "mcp":
             from mnoted.integrations.mcp_server import main as mcp_main
 
-            return mcp_main(client)
+            token = os.environ.get("MNOTE_TOKEN")
+            if not token and not args.as_owner:
+                print(
+                    "mnote mcp: set MNOTE_TOKEN to an agent's token (`mnote grant create`),\n"
+                    "  or pass --as-owner to give the agent the owner's rights",
+                    file=sys.stderr,
+                )
+                return EXIT_USAGE
+            return mcp_main(Client(args.socket, token=token))
+        client = Client(args.socket)
         if args.cmd == "status":
             _, health = client.request("GET", "/v1/health")
             status, body = client.request("GET", "/v1/workspaces")

@@ -71,6 +71,8 @@ def print_response(response: dict[str, Any], color: bool = False) -> None:
             print(f"  changed   {', '.join(result['changedBlockIds'])}")
         for warning in result.get("warnings", []):
             print(f"  warning   {warning}")
+        for block in result.get("snapshot") or []:  # (asked for: the changed blocks after)
+            print(f"  snapshot  {block['id']} {block['type']}: {block['text']}")
         if result.get("unifiedDiff"):
             print(colour_diff(result["unifiedDiff"].rstrip("\n"), color))
         return

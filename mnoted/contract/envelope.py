@@ -4,7 +4,12 @@ Field names are the seed's camelCase; the seed-004 header names
 (``document_id``, ``request_id``, ``trace_id``, ``actor_id``, ``actor_type``,
 ``reason``) are accepted as aliases. Tool arguments travel in ``args``; the
 flat form of the seed's schemas (``content`` next to ``documentId``) is
-accepted too and folded into ``args`` by the executor.
+accepted too and folded into ``args`` by the executor, where a top-level name the
+tool's arguments declare is the tool's argument (docs/protocol.md, "Envelope and
+arguments").
+
+Types are strict: a boolean is a JSON boolean (``"dryRun": "no"`` or ``0`` is refused,
+not read as false), a string a JSON string.
 """
 
 from __future__ import annotations
@@ -47,7 +52,9 @@ _Id = Field(default=None, min_length=1, max_length=256)
 class ToolRequest(BaseModel):
     """One tool call as a client sends it."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True, str_strip_whitespace=False)
+    model_config = ConfigDict(
+        extra="allow", populate_by_name=True, str_strip_whitespace=False, strict=True
+    )
 
     toolName: str = Field(
         min_length=1, max_length=128, validation_alias=AliasChoices("toolName", "tool_name")

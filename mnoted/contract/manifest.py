@@ -12,10 +12,14 @@ MANIFEST_SCHEMA = "mnote.ai_tool_manifest.v1"
 _ENVELOPE_PROPS: dict[str, dict[str, Any]] = {
     "workspaceId": {"type": "string", "description": "workspace id (see GET /v1/workspaces)"},
     "documentId": {"type": "string", "description": "documentId, or a workspace-relative path"},
-    "sessionId": {"type": "string"},
-    "runId": {"type": "string"},
-    "toolCallId": {"type": "string"},
-    "traceId": {"type": "string"},
+    "sessionId": {
+        "type": "string",
+        "description": "the agent's conversation, as its runtime names it (for a review "
+        "tool in the flat form, session_id: sessionId is then the review's id)",
+    },
+    "runId": {"type": "string", "description": "the agent run this call belongs to"},
+    "toolCallId": {"type": "string", "description": "the runtime's id of this tool call"},
+    "traceId": {"type": "string", "description": "a trace id, kept in the commit's trailers"},
     "idempotencyKey": {
         "type": "string",
         "description": "same key + same request replays the result",
@@ -25,7 +29,12 @@ _ENVELOPE_PROPS: dict[str, dict[str, Any]] = {
         "type": "string",
         "description": "revision you read; a stale base on changed blocks is a conflict",
     },
-    "capabilityScope": {"type": "array", "items": {"type": "string"}},
+    "capabilityScope": {
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "scopes the caller means to use (e.g. page.write); the call is refused "
+        "if they do not cover the tool's",
+    },
 }
 
 
@@ -42,20 +51,28 @@ def scope_covers(required: Iterable[str], granted: Collection[str]) -> bool:
 
 
 def input_schema(spec: ToolSpec) -> dict[str, Any]:
-    """The flat JSON Schema of seed 000: envelope fields and arguments side by side."""
+    """The flat JSON Schema of seed 000: envelope fields and arguments side by side.
+
+    Where an argument has an envelope field's name (a review tool's ``sessionId``,
+    ``page.create``'s ``path``), the argument's entry is the one shown: in the flat form
+    that name is the argument (docs/protocol.md)."""
     args = spec.args.model_json_schema()
     props: dict[str, Any] = {}
     for name in ("workspaceId", "documentId", "sessionId", "runId", "toolCallId", "traceId"):
-        if name != "documentId" or spec.needs_document:
+        if name != "documentId" or spec.needs_document or spec.optional_document:
             props[name] = dict(_ENVELOPE_PROPS[name])
     if spec.writes:
         for name in ("idempotencyKey", "dryRun", "baseRevision"):
             props[name] = dict(_ENVELOPE_PROPS[name])
     props["capabilityScope"] = dict(_ENVELOPE_PROPS["capabilityScope"])
-    props.update(args.get("properties", {}))
+    arg_props = args.get("properties", {})
+    if "sessionId" in arg_props:  # the call's own session, by the envelope's alias
+        props["session_id"] = dict(_ENVELOPE_PROPS["sessionId"])
+    props.update(arg_props)
+    required = [f for f in spec.required_fields if f not in arg_props]
     schema: dict[str, Any] = {
         "type": "object",
-        "required": [*spec.required_fields, *args.get("required", [])],
+        "required": [*required, *args.get("required", [])],
         "properties": props,
         "additionalProperties": False,
     }
@@ -79,6 +96,8 @@ def availability(
     """Whether the caller may use the tool here, and if not, why (the executor says the same)."""
     if spec.name in disabled:
         return {"enabled": False, "unsupportedReason": "disabled in this workspace's profile"}
+    if scopes is not None and spec.owner_only:
+        return {"enabled": False, "unsupportedReason": "only the workspace owner may use it"}
     if scopes is not None and not scope_covers(spec.scopes, scopes):
         return {
             "enabled": False,

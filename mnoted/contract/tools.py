@@ -11,60 +11,76 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mnoted.core.names import BLOCK_COMMANDS, BLOCK_FIELDS, block_command_signature
 
 # -- shared argument pieces -----------------------------------------------------
+#
+# Every model is strict: a boolean must be a JSON boolean, a number a JSON number, a string
+# a JSON string ("showToc": "yes" is refused naming the field, never read as true).
 
 
 class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
 
 class BlockSpec(BaseModel):
     """A block to write: ``{type, text, props?, children?}`` or ``{markdown}``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     type: str | None = Field(
         default=None,
         description="paragraph, heading, code, quote, callout, list, list_item, task_item, "
         "table, thematic_break, html, math",
     )
-    text: str | None = Field(default=None, max_length=1_000_000)
+    text: str | None = Field(
+        default=None, max_length=1_000_000, description="the block's text (inline Markdown)"
+    )
     markdown: str | None = Field(
         default=None, max_length=1_000_000, description="raw Markdown, written as given"
     )
-    props: dict[str, Any] | None = None
-    children: list[BlockSpec] | None = None
+    props: dict[str, Any] | None = Field(
+        default=None, description='the type\'s properties, e.g. {"level": 2} for a heading'
+    )
+    children: list[BlockSpec] | None = Field(
+        default=None, description="blocks nested in this one (list items, a quote's blocks)"
+    )
     id: str | None = Field(default=None, description="keep this existing block's id (page.save)")
 
 
 class PageOptionsPatch(BaseModel):
     """Options to set; any other key is refused as unsupported, never ignored."""
 
-    model_config = ConfigDict(extra="allow", json_schema_extra={"additionalProperties": False})
+    model_config = ConfigDict(
+        extra="allow", strict=True, json_schema_extra={"additionalProperties": False}
+    )
 
-    # (strict: "yes", 1 or "false" are refused, never read as a boolean)
-    wideLayout: StrictBool | None = None
-    smallText: StrictBool | None = None
-    showToc: StrictBool | None = None
-    protectEditing: StrictBool | None = None
+    wideLayout: bool | None = Field(default=None, description="show the page full width")
+    smallText: bool | None = Field(default=None, description="show the page in smaller type")
+    showToc: bool | None = Field(default=None, description="show a table of contents")
+    protectEditing: bool | None = Field(
+        default=None, description="true: only the owner may change the page"
+    )
 
 
 class EditPair(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
-    op: Literal["replace"] | None = None
-    search: str = Field(min_length=1, max_length=1_000_000)
-    replace: str = Field(max_length=1_000_000)
+    op: Literal["replace"] | None = Field(default=None, description='always "replace" (optional)')
+    search: str = Field(
+        min_length=1,
+        max_length=1_000_000,
+        description="text to find; it must occur exactly once in the page's Markdown",
+    )
+    replace: str = Field(max_length=1_000_000, description="the text that takes its place")
 
 
 class BlockOp(BaseModel):
-    """One seed-004 command with the seed's field names."""
+    """One block command, with the block editor contract's field names."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     @field_validator("command")
     @classmethod
@@ -88,35 +104,52 @@ class BlockOp(BaseModel):
     props: dict[str, Any] | None = Field(default=None, description=BLOCK_FIELDS["props"])
 
 
+_ALLOWED = (
+    "ids of the only blocks this edit may change (from mnote.doc.fetch); "
+    "a change to any other block is refused"
+)
+_REVIEW_ID = (
+    "the review session's id: reviewSessionId in the answer of the call that proposed "
+    "the edit, or sessionId in mnote.review.list"
+)
+
 # -- argument models, one per tool ----------------------------------------------
 
 
 class PageGetArgs(_Args):
-    includeBody: bool = True
-    includeOptions: bool = True
-    includeBlocks: bool = True
+    includeBody: bool = Field(default=True, description="include a short summary of the body")
+    includeOptions: bool = Field(default=True, description="include the page options")
+    includeBlocks: bool = Field(default=True, description="include the blocks with their ids")
 
 
 class PageSaveArgs(_Args):
-    content: list[BlockSpec | str] = Field(max_length=10_000)
-    mode: Literal["replace", "append"] = "replace"
+    content: list[BlockSpec | str] = Field(
+        max_length=10_000,
+        description="the blocks to write, each {type, text} or {markdown}, or a Markdown string",
+    )
+    mode: Literal["replace", "append"] = Field(
+        default="replace",
+        description="replace: the body becomes content; append: content goes after the body",
+    )
 
 
 class PageUpdateTitleArgs(_Args):
-    title: str = Field(min_length=1, max_length=500)
+    title: str = Field(min_length=1, max_length=500, description="the new title")
 
 
 class PageUpdateOptionsArgs(_Args):
-    options: PageOptionsPatch
+    options: PageOptionsPatch = Field(
+        description="the options to set (true or false); the others stay as they are"
+    )
 
 
 class CreateSummaryArgs(_Args):
-    summary: str = Field(min_length=1, max_length=200_000)
+    summary: str = Field(min_length=1, max_length=200_000, description="the summary, in Markdown")
 
 
 class CreateAiNoteArgs(_Args):
-    content: str = Field(min_length=1, max_length=1_000_000)
-    title: str | None = Field(default=None, max_length=500)
+    content: str = Field(min_length=1, max_length=1_000_000, description="the note, in Markdown")
+    title: str | None = Field(default=None, max_length=500, description="the note's title")
 
 
 Scope = Literal["full", "outline", "block", "selection", "keyword"]
@@ -124,35 +157,67 @@ Format = Literal["markdown", "text", "page_xml", "json"]
 
 
 class DocFetchArgs(_Args):
-    scope: Scope = "full"
-    format: Format = "markdown"
-    blockIds: list[str] | None = Field(default=None, max_length=1000)
-    query: str | None = Field(default=None, max_length=1000)
-    budget: int | None = Field(default=None, ge=1, le=2_000_000)
-    cursor: str | None = Field(default=None, max_length=64)
+    scope: Scope = Field(
+        default="full",
+        description="full: the whole page; outline: the headings; block or selection: the "
+        "blocks named in blockIds; keyword: the blocks that contain query",
+    )
+    format: Format = Field(default="markdown", description="how the blocks are written out")
+    blockIds: list[str] | None = Field(
+        default=None, max_length=1000, description="the blocks of scope block or selection"
+    )
+    query: str | None = Field(
+        default=None, max_length=1000, description="the words to look for (scope keyword)"
+    )
+    budget: int | None = Field(
+        default=None,
+        ge=1,
+        le=2_000_000,
+        description="most characters to return; the rest comes with the next cursor",
+    )
+    cursor: str | None = Field(
+        default=None, max_length=64, description="where to continue a truncated answer"
+    )
 
 
 class BlockFetchArgs(_Args):
-    blockId: str = Field(min_length=1, max_length=256)
-    format: Format = "markdown"
+    blockId: str = Field(min_length=1, max_length=256, description="the block's id")
+    format: Format = Field(default="markdown", description="how the block is written out")
 
 
 class MarkdownEditArgs(_Args):
-    operations: list[EditPair] = Field(min_length=1, max_length=500)
-    allowedTargetBlockIds: list[str] | None = Field(default=None, max_length=10_000)
+    operations: list[EditPair] = Field(
+        min_length=1, max_length=500, description="search/replace pairs, applied in order"
+    )
+    allowedTargetBlockIds: list[str] | None = Field(
+        default=None, max_length=10_000, description=_ALLOWED
+    )
 
 
 class ApplyBlockOpsArgs(_Args):
-    operations: list[BlockOp] = Field(min_length=1, max_length=500)
-    allowedTargetBlockIds: list[str] | None = Field(default=None, max_length=10_000)
+    operations: list[BlockOp] = Field(
+        min_length=1, max_length=500, description="block commands, applied in order"
+    )
+    allowedTargetBlockIds: list[str] | None = Field(
+        default=None, max_length=10_000, description=_ALLOWED
+    )
+    snapshot: bool = Field(
+        default=False,
+        description="true: the answer also holds the changed blocks as they are after the "
+        "change (snapshot)",
+    )
 
 
 class PageCreateArgs(_Args):
     path: str = Field(
-        min_length=1, max_length=1024, description="relative path of the new .md file"
+        min_length=1,
+        max_length=1024,
+        description="workspace-relative path of the new .md file, e.g. notes/ideas.md",
     )
     content: str = Field(default="", max_length=10_000_000, description="Markdown body")
-    title: str | None = Field(default=None, max_length=500)
+    title: str | None = Field(
+        default=None, max_length=500, description="its title (kept in the frontmatter)"
+    )
 
 
 class PageDeleteArgs(_Args):
@@ -160,54 +225,86 @@ class PageDeleteArgs(_Args):
 
 
 class PageMoveArgs(_Args):
-    newPath: str = Field(min_length=1, max_length=1024)
+    newPath: str = Field(
+        min_length=1, max_length=1024, description="the page's new workspace-relative path"
+    )
 
 
 class WorkspaceListArgs(_Args):
-    folder: str | None = Field(default=None, max_length=1024)
-    query: str | None = Field(default=None, max_length=1000)
-    limit: int = Field(default=200, ge=1, le=10_000)
+    folder: str | None = Field(
+        default=None, max_length=1024, description="only pages under this folder"
+    )
+    query: str | None = Field(
+        default=None, max_length=1000, description="only pages whose path or title has this"
+    )
+    limit: int = Field(default=200, ge=1, le=10_000, description="most pages to list")
 
 
 class DocHistoryArgs(_Args):
-    limit: int = Field(default=50, ge=1, le=1000)
+    limit: int = Field(default=50, ge=1, le=1000, description="most commits to list")
 
 
 class FileGrantArgs(_Args):
-    ttlSeconds: int = Field(default=3600, ge=1, le=7 * 24 * 3600)
+    ttlSeconds: int = Field(
+        default=3600, ge=1, le=7 * 24 * 3600, description="seconds until the grant expires"
+    )
 
 
 class FileReleaseArgs(_Args):
-    grantId: str = Field(min_length=1, max_length=128)
+    grantId: str = Field(
+        min_length=1, max_length=128, description="grantId from mnote.file.grant's answer"
+    )
 
 
 class PlanUpdateArgs(_Args):
     """A proposal, exactly one of: search/replace ``operations``, ``blockOps``, ``fullContent``."""
 
-    operations: list[EditPair] | None = Field(default=None, max_length=500)
-    blockOps: list[BlockOp] | None = Field(default=None, max_length=500)
-    fullContent: str | None = Field(default=None, max_length=10_000_000)
-    allowedTargetBlockIds: list[str] | None = Field(default=None, max_length=10_000)
-    reason: str | None = Field(default=None, max_length=2000)
+    operations: list[EditPair] | None = Field(
+        default=None, max_length=500, description="search/replace pairs, applied in order"
+    )
+    blockOps: list[BlockOp] | None = Field(
+        default=None,
+        max_length=500,
+        description="block commands, as mnote.doc.apply_block_ops takes them",
+    )
+    fullContent: str | None = Field(
+        default=None, max_length=10_000_000, description="the page's whole new Markdown"
+    )
+    allowedTargetBlockIds: list[str] | None = Field(
+        default=None, max_length=10_000, description=_ALLOWED
+    )
+    reason: str | None = Field(
+        default=None, max_length=2000, description="why, for the person who reviews it"
+    )
 
 
 class ReviewRef(_Args):
-    sessionId: str = Field(min_length=1, max_length=128)
+    sessionId: str = Field(min_length=1, max_length=128, description=_REVIEW_ID)
 
 
 class ReviewRejectArgs(ReviewRef):
-    reason: str | None = Field(default=None, max_length=2000)
+    reason: str | None = Field(
+        default=None, max_length=2000, description="why, kept with the session"
+    )
 
 
 class ReviewListArgs(_Args):
-    states: list[str] | None = Field(default=None, max_length=11)
-    limit: int = Field(default=50, ge=1, le=1000)
+    states: list[str] | None = Field(
+        default=None,
+        max_length=11,
+        description="only sessions in these states, e.g. awaiting_user, applied, stale",
+    )
+    limit: int = Field(default=50, ge=1, le=1000, description="most sessions to list")
 
 
 class RouteArgs(_Args):
-    instruction: str = Field(min_length=1, max_length=10_000)
-    scope: Scope = "full"
-    blockIds: list[str] | None = Field(default=None, max_length=1000)
+    instruction: str = Field(
+        min_length=1, max_length=10_000, description="the user's instruction, as written"
+    )
+    scope: Scope = Field(default="full", description="the part of the page it is about")
+    blockIds: list[str] | None = Field(
+        default=None, max_length=1000, description="the selected blocks, if any"
+    )
 
 
 # -- result models (what the manifest promises) ------------------------------------
@@ -312,7 +409,7 @@ class GrantResult(_Result):
 
 
 class Annotations(BaseModel):
-    """Seed 003 §5.2 annotations, as the manifest shows them."""
+    """The manifest's annotations of a tool (seed 003 §5.2)."""
 
     readonly: bool
     destructive: bool = False
@@ -336,6 +433,8 @@ class ToolSpec:
     annotations: Annotations
     command: str | None = None
     needs_document: bool = True
+    owner_only: bool = False  # (an agent's token never may: not offered to agents)
+    optional_document: bool = False  # (a page narrows what it lists; none: the workspace)
 
     @property
     def writes(self) -> bool:
@@ -533,8 +632,8 @@ _SPECS: tuple[ToolSpec, ...] = (
 _REVIEW_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "mnote.page_ai.context",
-        "Freeze the page context of an agent run (seed 003 5.1): the same runId always gets "
-        "the context it froze first, whatever the selection does later.",
+        "Freeze the page context of an agent run: the same run always gets the context it "
+        "froze first, whatever the selection does later.",
         DocFetchArgs,
         ContextResult,
         ("page.read",),
@@ -553,7 +652,8 @@ _REVIEW_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "mnote.page_ai.route",
         "Route a user's instruction: a recommended tool call for low-ambiguity edits, or "
-        "requiresHermesRun with the reason. Deterministic; writes nothing.",
+        "else that an agent run is needed (requiresHermesRun: true) and why. Deterministic; "
+        "writes nothing.",
         RouteArgs,
         RouteResult,
         ("page.read",),
@@ -576,6 +676,7 @@ _REVIEW_SPECS: tuple[ToolSpec, ...] = (
         ("page.read",),
         READ,
         needs_document=False,
+        optional_document=True,
     ),
     ToolSpec(
         "mnote.review.accept",
@@ -587,6 +688,7 @@ _REVIEW_SPECS: tuple[ToolSpec, ...] = (
         _write(idempotent=True),
         command="review.accept",
         needs_document=False,
+        owner_only=True,
     ),
     ToolSpec(
         "mnote.review.reject",
@@ -597,6 +699,7 @@ _REVIEW_SPECS: tuple[ToolSpec, ...] = (
         _write(),
         command="review.reject",
         needs_document=False,
+        owner_only=True,
     ),
     ToolSpec(
         "mnote.review.retry",

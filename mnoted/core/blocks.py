@@ -60,12 +60,13 @@ class Block:
     def signature(self) -> tuple[Any, ...]:
         """What the block is apart from its children: equal signatures, same block content.
 
-        A list or quote is its props (its text is its children's); the parser writes
+        A list, quote or callout is its props (its text is its children's: a callout's
+        type, title and fold are props); the parser writes
         props in a fixed order, so they compare as they are. A block of a type that holds
         no others also counts its lines: the same text can be written in more or fewer of
         them (a code fence that lost its closing line, a setext heading turned ATX).
         """
-        if self.type in ("list", "quote"):
+        if self.type in ("list", "quote", "callout"):
             return (self.type, tuple(self.props.items()))
         if self.type not in CONTAINER_TYPES:
             return (self.type, self.text, tuple(self.props.items()), self.end - self.start)

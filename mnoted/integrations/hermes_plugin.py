@@ -1,4 +1,4 @@
-"""The Hermes plugin: every ``mnote.*`` tool as a native Hermes tool.
+"""The Hermes plugin: the ``mnote.*`` tools an agent's token may use, as native Hermes tools.
 
 Hermes loads it through the ``hermes_agent.plugins`` entry point once it is listed
 under ``plugins: enabled:`` in ``~/.hermes/config.yaml``. Model providers accept tool
@@ -7,24 +7,29 @@ names ``[A-Za-z0-9_-]{1,64}`` only, so each tool is registered under its safe na
 the daemon. Handlers return the daemon's response envelope as a JSON string and never
 raise: a daemon that is down is an answer too.
 
-The daemon is found through ``MNOTED_SOCKET`` (default: the user's runtime folder)
-and the agent authenticates with ``MNOTE_TOKEN`` (from ``mnote grant create``).
+The agent authenticates with ``MNOTE_TOKEN`` (from ``mnote grant create``); without it
+the plugin registers nothing, unless ``MNOTE_AS_OWNER=1`` says to act as the owner. The
+daemon is found as every client finds it (``MNOTED_SOCKET``, ``XDG_RUNTIME_DIR``, else
+the path the daemon recorded in the user's config folder).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from mnoted.cli.client import Client, Unreachable
 from mnoted.contract.envelope import readable_json
-from mnoted.contract.tools import TOOLS, ToolSpec
-from mnoted.integrations.tooling import agent_schema, split_arguments
+from mnoted.contract.tools import TOOLS, ToolSpec, lookup
+from mnoted.integrations.tooling import agent_schema, call_body
 
 TOOLSET = "mnote"
 _SESSION = f"hermes_{uuid.uuid4().hex[:12]}"
+log = logging.getLogger("mnoted.hermes")
 
 
 def _error(spec: ToolSpec, code: str, message: str, hint: str) -> str:
@@ -41,23 +46,27 @@ def _error(spec: ToolSpec, code: str, message: str, hint: str) -> str:
     )
 
 
+def _token() -> str | None:
+    """The agent's token; None with ``MNOTE_AS_OWNER=1`` (the client then uses the owner's)."""
+    return os.environ.get("MNOTE_TOKEN") or None
+
+
+def _client() -> Client:
+    return Client(token=_token())
+
+
 def make_handler(
-    spec: ToolSpec, client_factory: Callable[[], Client] = Client
+    spec: ToolSpec, client_factory: Callable[[], Client] = _client
 ) -> Callable[..., str]:
     def handler(args: dict[str, Any] | None = None, **context: Any) -> str:
         try:
-            envelope, tool_args = split_arguments(spec, dict(args or {}))
-            call_id = uuid.uuid4().hex[:16]
-            body = {
-                "toolName": spec.name,
-                "sessionId": str(context.get("session_id") or _SESSION),
-                "runId": str(context.get("run_id") or f"run_{call_id}"),
-                "toolCallId": str(context.get("tool_call_id") or f"call_{call_id}"),
-                "traceId": f"trace_{call_id}",
-                **({"idempotencyKey": f"idem_{call_id}"} if spec.writes else {}),
-                **envelope,
-                "args": tool_args,
-            }
+            call_id = context.get("tool_call_id")
+            body = call_body(
+                spec,
+                dict(args or {}),
+                session=str(context.get("session_id") or _SESSION),
+                tool_call_id=str(call_id) if call_id else None,
+            )
             _status, response = client_factory().request("POST", "/v1/tools/call", body)
             return readable_json(response)[0]
         except Unreachable as exc:
@@ -73,9 +82,32 @@ def make_handler(
     return handler
 
 
+def offered(client: Client) -> list[ToolSpec]:
+    """The tools this token may use, as the daemon's manifest says; every declared tool
+    if the daemon cannot be asked now (it still refuses, per call, what the token lacks)."""
+    try:
+        status, manifest = client.request("GET", "/v1/tools")
+    except Unreachable:
+        return list(TOOLS.values())
+    if status != 200:
+        return []
+    specs = []
+    for entry in manifest.get("tools", []):
+        spec = lookup(str(entry.get("name")))
+        if spec is not None and entry.get("availability", {}).get("enabled"):
+            specs.append(spec)
+    return specs
+
+
 def register(ctx: Any) -> None:
-    """Hermes entry point: register every declared tool under its model-safe name."""
-    for spec in TOOLS.values():
+    """Hermes entry point: register the token's tools under their model-safe names."""
+    if _token() is None and os.environ.get("MNOTE_AS_OWNER") != "1":
+        log.warning(
+            "mnote: no tools registered: set MNOTE_TOKEN to a token from `mnote grant create`"
+            " (or MNOTE_AS_OWNER=1 to act as the owner)"
+        )
+        return
+    for spec in offered(_client()):
         ctx.register_tool(
             name=spec.safe_name,
             toolset=TOOLSET,

@@ -90,8 +90,8 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
                     401,
                     PermissionDenied(
                         "a valid token is required",
-                        hint="Send 'Authorization: Bearer <token>' (the owner's token is in "
-                        "~/.config/mnoted/owner.token; agents get one from `mnote grant create`).",
+                        hint="Send 'Authorization: Bearer <token>'; an agent's token is made "
+                        "by its owner with `mnote grant create`.",
                     ),
                 )
             request[ACTOR] = actor

@@ -39,7 +39,13 @@ from mnoted.errors import (
 )
 from mnoted.server.allocator import fix_thresholds, give_back
 from mnoted.server.app import Limits, build_app
-from mnoted.server.locations import config_dir, default_socket_path, owner_token
+from mnoted.server.locations import (
+    config_dir,
+    default_socket_path,
+    forget_socket,
+    owner_token,
+    record_socket,
+)
 from mnoted.server.sdnotify import notify, watchdog_interval
 from mnoted.server.unixsocket import bind_private
 from mnoted.service.actors import Actor
@@ -297,6 +303,10 @@ class Daemon:
         ):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, handler)
+        try:
+            record_socket(self.config.socket)
+        except OSError as exc:  # (clients still find it by MNOTED_SOCKET or XDG_RUNTIME_DIR)
+            log.warning("could not record the socket's path: %s", exc)
         print(f"mnoted {__version__} listening on {self.config.socket}", flush=True)
         notify(f"READY=1\nSTATUS=serving {len(self.runners)} workspace(s)")
         beat = watchdog_interval()
@@ -349,6 +359,7 @@ class Daemon:
         for path in [self.config.socket, *self.config.listen]:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
+        forget_socket(self.config.socket)
         log.info("stopped")
 
 

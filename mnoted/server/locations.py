@@ -26,6 +26,54 @@ def default_socket_path(env: dict[str, str] | None = None) -> Path:
     return base / "mnoted.sock"
 
 
+SOCKET_RECORD = "socket-path"
+"""The file in the config folder where a running daemon writes the path of its socket."""
+
+
+def record_socket(socket: Path, env: dict[str, str] | None = None) -> Path:
+    """Write ``socket``'s absolute path in the config folder (replaced atomically, 0600), so
+    a client started with HOME alone (an MCP host strips ``XDG_RUNTIME_DIR``) finds it."""
+    directory = config_dir(env)
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    record = directory / SOCKET_RECORD
+    temp = directory / f".{SOCKET_RECORD}.{os.getpid()}.tmp"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(str(socket.absolute()) + "\n")
+    os.replace(temp, record)
+    return record
+
+
+def forget_socket(socket: Path, env: dict[str, str] | None = None) -> None:
+    """Remove the record if it still names ``socket`` (another daemon may have taken it)."""
+    record = config_dir(env) / SOCKET_RECORD
+    try:
+        if record.read_text(encoding="utf-8").strip() == str(socket.absolute()):
+            record.unlink()
+    except OSError:
+        pass
+
+
+def find_socket(env: dict[str, str] | None = None) -> Path:
+    """The daemon's socket as a client finds it: ``$MNOTED_SOCKET``; else
+    ``$XDG_RUNTIME_DIR/mnoted/mnoted.sock`` if it is there; else the path the running
+    daemon recorded in the config folder (found from HOME alone); else the default."""
+    env = dict(os.environ) if env is None else env
+    given = env.get("MNOTED_SOCKET")
+    if given:
+        return Path(given)
+    default = default_socket_path(env)
+    if env.get("XDG_RUNTIME_DIR") and default.exists():
+        return default
+    try:
+        recorded = (config_dir(env) / SOCKET_RECORD).read_text(encoding="utf-8").strip()
+    except OSError:
+        recorded = ""
+    if recorded and Path(recorded).exists():
+        return Path(recorded)
+    return default
+
+
 def owner_token(directory: Path, *, create: bool) -> str | None:
     """The owner's token, kept 0600 in the user's config folder (created on first start)."""
     path = directory / "owner.token"

@@ -121,8 +121,38 @@ def doc_apply_block_ops(call: Call) -> WritePlan:
     edit = C.EditResult(
         "apply_block_ops", page, loaded.page, C.changed_ids(loaded.page, page, touched)
     )
+    return page_write(call, loaded, edit, operations=results, **_block_header(call, loaded, edit))
 
-    return page_write(call, loaded, edit, operations=results)
+
+def _block_header(call: Call, loaded: LoadedPage, edit: C.EditResult) -> dict[str, Any]:
+    """The block editor contract's result header (seed 004 §4): ``document_id``,
+    ``applied_command``, ``changed_block_ids``, ``audit``, and with ``snapshot: true`` the
+    changed blocks as they are after the change (``revision`` is the result's own)."""
+    ops = call.args.operations
+    applied = "+".join(op.command for op in ops)
+    first = ops[0]
+    changed = list(edit.changed_block_ids)
+    header: dict[str, Any] = {
+        "document_id": loaded.doc.document_id,
+        "applied_command": applied,
+        "changed_block_ids": changed,
+        "audit": {
+            "actor_id": call.actor.actor_id,
+            "actor_type": call.actor.kind,
+            "document_id": loaded.doc.document_id,
+            "command_name": applied,
+            "target_block_id": first.block_id or first.after_block_id,
+            "changed_block_ids": changed,
+            "reason": call.request.reason,
+        },
+    }
+    if call.args.snapshot:
+        header["snapshot"] = [
+            {"id": ident, "type": block.type, "text": block.text}
+            for ident in changed
+            if (block := edit.page.index.get(ident)) is not None
+        ]
+    return header
 
 
 @handles("mnote.workspace.list", store_only=True)

@@ -20,7 +20,14 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from mnoted.contract.envelope import Audit, ErrorBody, ToolRequest, ToolResponse, wire_bytes
+from mnoted.contract.envelope import (
+    ENVELOPE_FIELDS,
+    Audit,
+    ErrorBody,
+    ToolRequest,
+    ToolResponse,
+    wire_bytes,
+)
 from mnoted.contract.manifest import availability, scope_covers
 from mnoted.contract.tools import TOOLS, ToolSpec, lookup
 from mnoted.core.commands import EditResult
@@ -192,6 +199,30 @@ def request_hash(call: Call) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8")).hexdigest()
 
 
+def _fold_flat(raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], frozenset[str]]:
+    """A flat call (no ``args`` object) with the tool's own arguments moved into ``args``,
+    and which envelope names they took.
+
+    The rule that keeps the two apart (docs/protocol.md): in the flat form, a top-level
+    field the tool's arguments declare is the tool's argument, even where the envelope has
+    a field of that name (``page.create``'s ``path``, a review tool's ``sessionId``,
+    ``plan_update``'s ``reason``); the envelope's own is then given by its snake_case alias
+    (``session_id``), or the call is sent in the nested form, where ``args`` holds every
+    argument and the top level is the envelope's alone. The envelope field a flat
+    argument took is not required of the call.
+    """
+    if "args" in raw:
+        return raw, frozenset()
+    name = raw.get("toolName", raw.get("tool_name"))
+    spec = lookup(name) if isinstance(name, str) else None
+    if spec is None:
+        return raw, frozenset()
+    declared = spec.args.model_fields
+    args = {k: v for k, v in raw.items() if k in declared}
+    envelope = {k: v for k, v in raw.items() if k not in declared}
+    return {**envelope, "args": args}, frozenset(args) & ENVELOPE_FIELDS
+
+
 def _validation_message(exc: ValidationError) -> tuple[str, list[dict[str, Any]]]:
     problems = [
         {"field": ".".join(str(p) for p in err["loc"]) or "(request)", "problem": err["msg"]}
@@ -330,6 +361,7 @@ class Service:
         """
         if not isinstance(raw, Mapping):
             raise InvalidArguments("a tool call must be a JSON object")
+        raw, taken = _fold_flat(raw)
         try:
             request = ToolRequest.model_validate(raw)
         except ValidationError as exc:
@@ -361,7 +393,7 @@ class Service:
         if actor.scopes is not None and not scope_covers(spec.scopes, actor.scopes):
             raise PermissionDenied(f"this token lacks scope {', '.join(spec.scopes)}")
         # 5. the envelope fields this tool requires, and its arguments
-        args = self._arguments(spec, request)
+        args = self._arguments(spec, request, taken)
         return Call(spec, request, args, actor, ws, self, now)
 
     # -- kept answers of reads (service.readcache) ------------------------------------------
@@ -406,11 +438,13 @@ class Service:
             raise PermissionDenied(f"no workspace {wid!r} is available to you")
         return ws
 
-    def _arguments(self, spec: ToolSpec, request: ToolRequest) -> BaseModel:
+    def _arguments(
+        self, spec: ToolSpec, request: ToolRequest, taken: frozenset[str] = frozenset()
+    ) -> BaseModel:
         missing = [
             f
             for f in spec.required_fields
-            if getattr(request, f, None) is None and f != "workspaceId"
+            if getattr(request, f, None) is None and f != "workspaceId" and f not in taken
         ]
         if spec.needs_document and "documentId" in missing and request.path is not None:
             missing.remove("documentId")

@@ -23,6 +23,7 @@ from mnoted.errors import (
     MnoteError,
     NotFound,
     PermissionDenied,
+    Stale,
     TargetOutOfScope,
 )
 from mnoted.service import provenance
@@ -572,6 +573,13 @@ def review_accept(call: Call) -> dict[str, Any]:
             "this proposal writes outside its allowedTargetBlockIds and cannot be accepted",
             hint="Reject it, or retry with a proposal inside the selection.",
         )
+    if session["state"] == "stale":
+        raise Stale(
+            f"review session {session['sessionId']} is stale: its page changed since the "
+            "proposal was previewed; nothing was written",
+            sessionId=session["sessionId"],
+            state="stale",
+        )
     if (dry := _dry(call, session, "accepted")) is not None:
         return dry
     _set(service, ws, store, session, "accepted")
@@ -597,8 +605,15 @@ def review_accept(call: Call) -> dict[str, Any]:
             "baseRevision": base.get("revision"),
             "currentRevision": loaded.revision,
         }
-        _set(service, ws, store, session, "stale")
-        return session
+        _set(service, ws, store, session, "stale")  # (kept: the session is stale from now)
+        raise Stale(
+            f"review session {session['sessionId']} is stale: {loaded.path} changed since the "
+            "proposal was previewed; nothing was written",
+            sessionId=session["sessionId"],
+            state="stale",
+            baseRevision=base.get("revision"),
+            currentRevision=loaded.revision,
+        )
     try:
         plan = HANDLERS[original.spec.name](original)
         assert isinstance(plan, WritePlan)

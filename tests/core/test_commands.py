@@ -395,3 +395,16 @@ def test_unified_diff_applies_with_patch(tmp_path) -> None:
             ["patch", "-s", "-p1", "-d", str(tmp_path)], input=diff, text=True, check=True
         )
         assert (tmp_path / "p.md").read_text() == tb
+
+
+def test_replace_a_paragraph_inside_a_callout() -> None:
+    page = parse_page(b"> [!note] Title\n> Inside.\n>\n> Second.\n\nAfter.\n", "c.md")
+    callout = page.blocks[0]
+    first, second = (b for b in page.walk() if b.type == "paragraph" and b.text != "After.")
+    result = C.apply_block_command(page, "replace_block", {"block_id": first.id, "block": "New."})
+    check(result, b"> [!note] Title\n> New.\n>\n> Second.\n\nAfter.\n")
+    assert result.changed_block_ids == [first.id]
+    assert result.page.blocks[0].id == callout.id
+    block = {"type": "paragraph", "text": "Last."}
+    result = C.apply_block_command(page, "replace_block", {"block_id": second.id, "block": block})
+    check(result, b"> [!note] Title\n> Inside.\n>\n> Last.\n\nAfter.\n")

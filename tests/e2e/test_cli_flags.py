@@ -109,7 +109,9 @@ def test_each_editor_command_offers_its_own_fields_with_help(name: str) -> None:
     text = " ".join(shown.stdout.split())
     offered = {w[2:].replace("-", "_") for w in text.split() if w.startswith("--")}
     spec = BLOCK_COMMANDS[name]
-    assert offered - {"help", "dry_run", "base", "reason", "trace_id"} == set(spec.fields)
+    assert offered - {"help", "dry_run", "base", "snapshot", "reason", "trace_id"} == set(
+        spec.fields
+    )
     assert spec.summary in text.lower()
     for field in spec.required:  # required options show without brackets in the usage
         option = "--" + field.replace("_", "-")

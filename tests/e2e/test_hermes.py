@@ -1,13 +1,18 @@
-"""The Hermes plugin, loaded by the real hermes-agent's plugin manager, against a live daemon.
+"""The Hermes plugin, loaded and dispatched by the real hermes-agent 0.19 against a live
+daemon, set up as the README's Hermes section says; and ``mnote mcp`` from that same
+environment, on the ``mcp`` 1.26 hermes-agent pins.
 
 hermes-agent pins its own dependencies, so it gets a virtual environment of its own
-(``.venv-hermes``, made once and reused; set ``MNOTE_HERMES_PYTHON`` to use another).
+(``.venv-hermes``: made once per machine and reused; set ``MNOTE_HERMES_PYTHON`` to use
+another where mnoted is installed already).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,72 +20,111 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import DaemonProcess
+from tests.e2e.every_tool import report
+from tests.e2e.test_mcp import every_tool
 
 REPO = Path(__file__).resolve().parents[2]
-HERMES_VERSION = "0.19.0"
+README = REPO / "README.md"
+HERMES = "hermes-agent[mcp]==0.19.0"
 
 SCRIPT = """
 import json, sys
 from hermes_cli.plugins import discover_plugins
 discover_plugins()
 from tools.registry import registry
-out = {"names": sorted(n for n in registry.get_all_tool_names() if n.startswith("mnote_"))}
-get = registry.get_entry("mnote_page_get")
-out["get"] = json.loads(get.handler({"documentId": "plan.md"}))
-edit = registry.get_entry("mnote_doc_markdown_edit")
-out["edit"] = json.loads(edit.handler({
-    "documentId": "plan.md", "dryRun": False,
-    "operations": [{"search": "Monday", "replace": "Tuesday"}],
-}))
-out["refused"] = json.loads(registry.get_entry("mnote_page_update_options").handler(
-    {"documentId": "plan.md", "dryRun": False, "options": {"darkMode": True}}))
+from model_tools import handle_function_call
+from tests.e2e.every_tool import drive
+names = sorted(n for n in registry.get_all_tool_names() if n.startswith("mnote_"))
+schemas = {n: registry.get_schema(n)["parameters"] for n in names}
+def call(name, arguments):
+    return json.loads(handle_function_call(name, dict(arguments)))
+out = {"names": names, "schemas": schemas, "results": drive(call, schemas)}
 print(json.dumps(out))
 """
 
 
+def readme_hermes() -> tuple[str, str]:
+    """The README's Hermes section: its install command and its ``config.yaml``."""
+    text = README.read_text(encoding="utf-8").split("### Hermes\n", 1)[1].split("\n## ", 1)[0]
+    install = re.search(r"```sh\n(.*?)\n```", text, re.S)
+    config = re.search(r"```yaml\n(.*?)```", text, re.S)
+    assert install is not None and config is not None, "the README's Hermes section changed"
+    return install.group(1).strip(), config.group(1)
+
+
 def hermes_python() -> Path:
+    """Hermes's environment, with mnoted installed by the README's one command (both kept
+    for the next run; the command runs again when pyproject.toml changes)."""
     given = os.environ.get("MNOTE_HERMES_PYTHON")
     if given:
         return Path(given)
     venv = REPO / ".venv-hermes"
     python = venv / "bin" / "python"
-    marker = venv / f".hermes-{HERMES_VERSION}"
-    if not marker.exists():
+    hermes = venv / ".hermes-0.19.0-mcp"
+    if not hermes.exists():  # (Hermes as its users install it)
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run(
-            [str(python), "-m", "pip", "install", "-q", f"hermes-agent=={HERMES_VERSION}"],
-            check=True,
-            timeout=1200,
-        )
-        marker.touch()
-    # The plugin itself, without the daemon's dependencies (it only needs the socket).
-    subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(REPO)],
-        check=True,
-        timeout=600,
-        capture_output=True,
-    )
+        pip = [str(python), "-m", "pip", "install", "-q", HERMES]
+        subprocess.run(pip, check=True, timeout=1800)
+        hermes.touch()
+    install, _config = readme_hermes()
+    digest = hashlib.sha256((REPO / "pyproject.toml").read_bytes() + install.encode())
+    installed = venv / f".mnoted-{digest.hexdigest()[:12]}"
+    if not installed.exists():
+        command = install.replace("~/src/mnoted", str(REPO))
+        env = {**os.environ, "HERMES_PYTHON": str(python)}
+        subprocess.run(["bash", "-c", command], check=True, env=env, timeout=1800)
+        installed.touch()
     return python
 
 
 @pytest.mark.slow
-def test_hermes_loads_the_plugin_and_calls_the_daemon(daemon: DaemonProcess) -> None:
+def test_every_tool_through_hermes_and_through_mcp_1_26(daemon: DaemonProcess) -> None:
     python = hermes_python()
-    token = daemon.agent_token("hermes", "page.write")
-    home = daemon.base / "hermes-home"
-    (home / ".hermes").mkdir(parents=True)
-    (home / ".hermes" / "config.yaml").write_text("plugins:\n  enabled:\n    - mnote\n")
-    env = {**daemon.env, "HOME": str(home), "MNOTE_TOKEN": token}
+    versions = subprocess.run(
+        [str(python), "-c", "import importlib.metadata as m; print(m.version('mcp'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert versions.stdout.strip() == "1.26.0"
+    token = daemon.agent_token("hermes", "page.write", "artifact.write")
+    _install, config = readme_hermes()
+    home = daemon.base / "home"
+    (home / ".hermes").mkdir(parents=True, exist_ok=True)
+    (home / ".hermes" / "config.yaml").write_text(config)
+    # what a desktop session gives Hermes: no MNOTED_SOCKET, no XDG_RUNTIME_DIR
+    env = {"HOME": str(home), "PATH": os.environ["PATH"], "MNOTE_TOKEN": token}
     run = subprocess.run(
-        [str(python), "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=300
+        [str(python), "-c", SCRIPT], env=env, cwd=REPO, capture_output=True, text=True, timeout=300
     )
     assert run.returncode == 0, run.stderr[-3000:]
     out = json.loads(run.stdout.strip().splitlines()[-1])
-    assert "mnote_page_get" in out["names"] and "mnote_doc_markdown_edit" in out["names"]
-    assert all(len(n) <= 64 and "." not in n for n in out["names"])
-    assert out["get"]["ok"] and out["get"]["toolName"] == "mnote.page.get"
-    assert out["edit"]["ok"], out["edit"]
-    assert "Tuesday" in (daemon.workspace / "plan.md").read_text()
+    names = out["names"]
+    assert "mnote_review_accept" not in names and "mnote_page_create" in names
+    assert len(names) == 24 and all(len(n) <= 64 and "." not in n for n in names)
+    assert report(out["results"], names) == f"{len(names)}/{len(names)} usable"
     author = daemon.git("log", "-1", "--format=%an|%(trailers:key=Mnote-Actor,valueonly)").strip()
     assert author == "hermes|hermes"
-    assert out["refused"]["error"]["code"] == "mnote_tool_unsupported_option"
+
+    # the same environment's `mnote mcp` (mcp 1.26), driven by the SDK client
+    over_mcp = every_tool(daemon, daemon.owner_token(), mnote=python.parent / "mnote")
+    offered = sorted(t["name"] for t in over_mcp["tools"])
+    assert report(over_mcp["results"], offered) == "26/26 usable"
+
+
+def test_the_plugin_derives_the_idempotency_key_from_the_runtimes_call_id(
+    daemon: DaemonProcess,
+) -> None:
+    from mnoted.contract.tools import TOOLS
+    from mnoted.integrations.hermes_plugin import make_handler
+
+    token = daemon.agent_token("hermes", "page.write")
+    handler = make_handler(TOOLS["mnote.doc.markdown_edit"], lambda: daemon.client(token))
+    edit = {"documentId": "plan.md", "operations": [{"search": "Monday", "replace": "Friday"}]}
+    head = daemon.git("rev-parse", "HEAD").strip()
+    first = json.loads(handler(dict(edit), tool_call_id="call_7"))
+    again = json.loads(handler(dict(edit), tool_call_id="call_7"))
+    assert first["ok"] and again["audit"]["replayed"] is True
+    assert daemon.git("rev-list", "--count", f"{head}..HEAD").strip() == "1"
+    other = json.loads(handler({**edit, "dryRun": True}, tool_call_id="call_8"))
+    assert other["ok"] is False  # (Monday is gone: a new call is a new edit)

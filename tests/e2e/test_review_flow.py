@@ -71,9 +71,11 @@ def test_phase_f_acceptance(daemon: DaemonProcess) -> None:
         "POST", "/v1/tools/call", owner.envelope("mnote.page.get", "plan.md")
     )  # commits the edit
     head = daemon.git("rev-parse", "HEAD").strip()
-    stale = call(owner, "mnote.review.accept", args={"sessionId": proposal["sessionId"]})["result"]
-    assert stale["state"] == "stale"
+    stale = call(owner, "mnote.review.accept", args={"sessionId": proposal["sessionId"]})
+    assert stale["error"]["code"] == "mnote_review_stale"
     assert daemon.git("rev-parse", "HEAD").strip() == head
+    accepted = daemon.cli("review", "accept", proposal["sessionId"])
+    assert accepted.returncode == 1 and "mnote_review_stale" in accepted.stdout + accepted.stderr
 
     # Abort leaves no half-written body.
     pending = call(

@@ -74,8 +74,10 @@ def test_accept_after_the_page_changed_goes_stale_then_retry(h: Harness) -> None
     h.write_file("notes/plan.md", PLAN.replace("Budget risk is high.", "Budget risk is low."))
     head = h.head()
     resp = h.write("mnote.review.accept", args={"sessionId": session["sessionId"]})
-    assert resp["ok"] and resp["result"]["state"] == "stale"
+    assert resp["error"]["code"] == "mnote_review_stale" and resp["audit"]["effect"] == "none"
     assert h.head() == head
+    kept = h.call("mnote.review.get", args={"sessionId": session["sessionId"]})
+    assert kept["result"]["state"] == "stale"
     same_call = h.write(
         "mnote.review.retry",
         agent,
