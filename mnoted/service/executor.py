@@ -52,6 +52,7 @@ from mnoted.store import (
     Workspace,
     Write,
 )
+from mnoted.store.paths import normalize
 from mnoted.store.reviews import ReviewStore
 
 log = logging.getLogger("mnoted.calls")
@@ -100,8 +101,9 @@ class Call:
     kept: bytes | None = None  # a write's answer as encoded for its idempotency record
 
     def load(self, ref: str | None = None) -> LoadedPage:
-        """The call's document (or ``ref``), checked against the caller's grants."""
+        """The call's document (or ``ref``), checked against the caller's grants first."""
         target = ref if ref is not None else self.document_ref
+        self.authorize(target)
         try:
             loaded = self.service.pages.load(self.ws, target)
         except NotFound:
@@ -114,6 +116,31 @@ class Call:
             raise self.service.hidden(target, self.actor)
         self.loaded.append(loaded)
         return loaded
+
+    def authorize(self, ref: str) -> None:
+        """Refuse, as :meth:`Service.hidden`, a page ``ref`` outside the caller's grants.
+
+        Decided from the request and the registry of paths alone (a documentId is looked up
+        to its path), before any cache, stored answer, file or parse of the page: a hidden
+        page costs what a missing one costs, and says what it says.
+        """
+        if self.actor.is_owner:
+            return
+        path = target_path(self.ws, ref)
+        if path is None or not self.actor.may_access(path):
+            raise self.service.hidden(ref, self.actor)
+
+    def authorize_request(self) -> None:
+        """:meth:`authorize` every page the request names (its document, a new path)."""
+        if self.actor.is_owner:
+            return
+        ref = self.request.documentId or self.request.path
+        if ref is not None:
+            self.authorize(ref)
+        for name in ("path", "newPath"):
+            value = getattr(self.args, name, None)
+            if isinstance(value, str):
+                self.authorize(value)
 
     @cached_property
     def wire_args(self) -> dict[str, Any]:
@@ -441,8 +468,9 @@ class Service:
         ws, request = call.ws, call.request
         key = request.idempotencyKey
         digest = request_hash(call)
+        call.authorize_request()  # (before the actor's stored answers are looked at)
         if key and not request.dryRun:
-            record = ws.idempotency.check(key, digest)
+            record = ws.idempotency.check(key, digest, call.actor.actor_id)
             if record is not None:
                 return self._replay(call, record, digest)
         for _ in range(_REPLANS - 1):
@@ -521,7 +549,7 @@ class Service:
         else:
             commit = ws.apply(meta, plan.changes)
         if commit.replayed:  # (the store's own check; the one above normally answers)
-            record = ws.idempotency.check(key, digest) if key else None
+            record = ws.idempotency.check(key, digest, call.actor.actor_id) if key else None
             if record is not None:
                 return self._replay(call, record, digest)
         if plan.after_commit is not None:
@@ -568,8 +596,14 @@ class Service:
 
         The answer kept with the record, or, when the first try landed but its answer was
         lost (an I/O error after the commit, a crash, a group completed from its journal),
-        one made from its commit, then kept for later retries.
+        one made from its commit, then kept for later retries. The record is the caller's
+        own (keys are scoped to the actor); the grant is checked again on every path its
+        commit touched, so a grant narrowed since refuses the replay like a missing page.
         """
+        paths = [] if call.actor.is_owner else call.ws.paths_of_commit(record.commit)
+        if not all(call.actor.may_access(path) for path in paths):
+            ref = call.request.documentId or call.request.path or getattr(call.args, "path", "")
+            raise self.hidden(str(ref), call.actor)
         if record.result_json:
             stored = json.loads(record.result_json)
             audit = Audit.model_validate({**stored["audit"], "replayed": True})
@@ -705,7 +739,7 @@ def _keep(call: Call, key: str, digest: str, response: ToolResponse) -> None:
     """Keep a write's answer with its idempotency record, to replay it as it was (and
     send it encoded as kept: one encoding for both)."""
     call.kept = _encoded(response)
-    call.ws.idempotency.record(key, digest, (b"{%s}" % call.kept).decode())
+    call.ws.idempotency.record(key, digest, (b"{%s}" % call.kept).decode(), call.actor.actor_id)
 
 
 def approval_required(actor: Actor, ws: Workspace, spec: ToolSpec) -> bool:
@@ -721,6 +755,19 @@ def needs_review(call: Call, plan: WritePlan) -> bool:
     if not (plan.changes or plan.from_disk) or plan.loaded is None:
         return False
     return approval_required(call.actor, call.ws, call.spec)
+
+
+def target_path(ws: Workspace, ref: str) -> str | None:
+    """The workspace path a page reference names (its documentId's path, or the path
+    itself), from the registry alone; None if it names none."""
+    try:
+        return ws.resolve(ref).path
+    except NotFound:
+        pass
+    try:
+        return normalize(ref)
+    except PathRejected as exc:  # (refused later, in the same words, if the grant covers it)
+        return str(exc.details.get("path", ref))
 
 
 def _untouched_since(before: Page, now: Page, touched: set[str]) -> bool:

@@ -13,6 +13,7 @@ import pytest
 from mnoted.service.actors import Actor, glob_match
 
 pathspec = pytest.importorskip("pathspec")
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # (gitwildmatch's name)
 
 
 def _reference(path: str, pattern: str) -> bool:

@@ -41,18 +41,18 @@ def test_results_survive_restart_and_rebuild(tmp_path: Path) -> None:
     root = tmp_path / "ws"
     with Workspace.init(root) as ws:
         first = ws.apply(meta("k1", "h1"), [Write("a.md", b"a")])
-        ws.idempotency.record("k1", "h1", json.dumps({"revision": first.commit}))
+        ws.idempotency.record("k1", "h1", json.dumps({"revision": first.commit}), "hermes")
         with pytest.raises(NotFound):
-            ws.idempotency.record("never-used", "h", "{}")
+            ws.idempotency.record("never-used", "h", "{}", "hermes")
     with Workspace.open(root) as ws:
-        rec = ws.idempotency.check("k1", "h1")
+        rec = ws.idempotency.check("k1", "h1", "hermes")
         assert rec is not None and rec.result_json == json.dumps({"revision": first.commit})
         ws.rebuild()  # keeps stored results whose commit is still in history
-        rec = ws.idempotency.lookup("k1")
+        rec = ws.idempotency.lookup("k1", "hermes")
         assert rec is not None and rec.result_json is not None
     (root / ".git/mnote/state/state.sqlite3").unlink()
     with Workspace.open(root) as ws:  # rebuilt from trailers alone
-        rec = ws.idempotency.lookup("k1")
+        rec = ws.idempotency.lookup("k1", "hermes")
         assert rec is not None and rec.commit == first.commit and rec.request_hash == "h1"
         assert rec.result_json is None
         assert ws.apply(meta("k1", "h1"), [Write("a.md", b"a")]).replayed
