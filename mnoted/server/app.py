@@ -83,6 +83,10 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
                         "~/.config/mnoted/owner.token; agents get one from `mnote grant create`).",
                     ),
                 )
+            invalid = actor.invalid_at(daemon.service.clock())
+            if invalid is not None and request.path != "/v1/tools/call":
+                # (a call is answered in its envelope, by the executor's own check)
+                return json_error(401, PermissionDenied(invalid))
             request[ACTOR] = actor
         try:
             return await handler(request)

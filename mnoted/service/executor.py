@@ -391,7 +391,9 @@ class Service:
         try:
             call = self._admit(raw, actor)
             answer = self.reads.get(actor, _read_key(call))
-            if answer is None or not call.ws.still_as_read(answer.basis, answer.path):
+            if answer is None or not actor.may_access(answer.path):
+                return None
+            if not call.ws.still_as_read(answer.basis, answer.path):
                 return None
         except MnoteError:
             return None

@@ -21,16 +21,44 @@ from mnoted.core.commands import EditResult, changed_ids
 from mnoted.core.page import parse_page
 from mnoted.errors import Conflict, NotFound, PermissionDenied
 from mnoted.service.actors import utc_iso
-from mnoted.service.executor import Call, WritePlan, handles
+from mnoted.service.executor import Call, WritePlan, approval_required, handles
 from mnoted.store import CommandMeta, Workspace
 
 GRANTS = "grants"
 GRANTS_BY_PATH = "grant_by_path"  # path -> the open grant's id, for the watcher
 
 
+def _refuse_unreviewed(call: Call) -> None:
+    """File grants and releases are refused where the caller's writes wait for a person:
+    a release commits the file as it is on disk, so it cannot be held as a proposal."""
+    if approval_required(call.actor, call.ws, call.spec):
+        raise PermissionDenied(
+            f"{call.spec.name} is not available while your writes wait for approval "
+            f"(approvalMode {call.ws.config.approval_mode!r})",
+            hint="Propose the change with mnote.doc.plan_update or a write tool: it becomes "
+            "a review session the owner accepts.",
+        )
+
+
 @handles("mnote.file.grant")
 def file_grant(call: Call) -> WritePlan:
+    """Every check comes before the grant is kept: a refused grant leaves nothing behind."""
+    _refuse_unreviewed(call)
     loaded = call.load()
+    if not call.may_edit(loaded):
+        raise PermissionDenied(
+            f"{loaded.path} is protected (protectEditing); only the owner may change it",
+            hint="Ask the owner to turn protectEditing off, or propose the change for review.",
+        )
+    base = call.request.baseRevision
+    if base is not None and base != loaded.revision:
+        raise Conflict(
+            f"{loaded.path} changed since revision {base[:12]}; it is now at "
+            f"{loaded.revision[:12]}, and a grant hands over the whole file",
+            hint="Fetch the page again and ask for the grant on its current revision.",
+            currentRevision=loaded.revision,
+            baseRevision=base,
+        )
     grant_id = "grant_" + secrets.token_hex(8)
     expires = call.now + call.args.ttlSeconds
     record = {
@@ -96,6 +124,7 @@ def active_grant(call: Call, grant_id: str) -> dict[str, Any]:
 
 @handles("mnote.file.release")
 def file_release(call: Call) -> WritePlan:
+    _refuse_unreviewed(call)
     grant = active_grant(call, call.args.grantId)
     ws = call.ws
     doc = ws.resolve(grant["documentId"])

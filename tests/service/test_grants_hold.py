@@ -64,3 +64,34 @@ def test_a_hidden_pages_pending_edit_is_not_committed_by_an_agents_read(h: Harne
     assert by_id["error"]["code"] == "mnote_tool_permission_denied" and h.head() == head
     assert h.call("mnote.page.get", h.owner, documentId=doc)["ok"]
     assert h.head() != head  # (the owner's read commits it, as every read does)
+
+
+def _grant_state(h: Harness, path: str) -> str | None:
+    return h.ws.sidecar.get("grant_by_path", path)
+
+
+def test_a_refused_file_grant_leaves_no_grant_behind(h: Harness) -> None:
+    h.write_file("notes/locked.md", "---\nprotectEditing: true\n---\n# Locked\n\nMine.\n")
+    agent = h.agent()
+    refused = h.write("mnote.file.grant", agent, documentId="notes/locked.md")
+    assert refused["error"]["code"] == "mnote_tool_permission_denied"
+    assert _grant_state(h, "notes/locked.md") is None
+    # the owner's own edit stays the owner's
+    (h.root / "notes/locked.md").write_text("---\nprotectEditing: true\n---\n# Locked\n\nMine 2.\n")
+    h.ws.commit_external(["notes/locked.md"])
+    assert h.git("log", "-1", "--format=%an", "--", "notes/locked.md").strip() != "hermes"
+
+
+def test_a_file_grant_on_a_stale_base_is_refused(h: Harness) -> None:
+    agent = h.agent()
+    base = h.call("mnote.page.get", agent, documentId="notes/plan.md")["result"]["revision"]
+    assert h.write("mnote.page.update_title", h.owner, documentId="notes/plan.md", title="New")[
+        "ok"
+    ]
+    stale = h.write("mnote.file.grant", agent, documentId="notes/plan.md", baseRevision=base)
+    assert stale["error"]["code"] == "mnote_tool_conflict"
+    assert _grant_state(h, "notes/plan.md") is None
+    current = h.call("mnote.page.get", agent, documentId="notes/plan.md")["result"]["revision"]
+    fresh = h.write("mnote.file.grant", agent, documentId="notes/plan.md", baseRevision=current)
+    assert fresh["ok"], fresh["error"]
+    assert _grant_state(h, "notes/plan.md") == fresh["result"]["grantId"]
