@@ -39,7 +39,7 @@ from mnoted.errors import (
     UnknownTool,
     WorkspaceInvalid,
 )
-from mnoted.service import readcache
+from mnoted.service import readcache, visibility
 from mnoted.service.actors import Actor
 from mnoted.service.events import EventBus
 from mnoted.service.pages import LoadedPage, PageCache
@@ -49,6 +49,7 @@ from mnoted.store import (
     CommitResult,
     DocRef,
     IdempotencyRecord,
+    Move,
     Workspace,
     Write,
 )
@@ -112,10 +113,21 @@ class Call:
             if not self.actor.may_access(str(exc.details.get("path", target))):
                 raise self.service.hidden(target, self.actor) from None
             raise
-        if not self.actor.may_access(loaded.path):
+        if not self.may_see(loaded.path):
             raise self.service.hidden(target, self.actor)
         self.loaded.append(loaded)
         return loaded
+
+    def may_see(self, path: str) -> bool:
+        """Whether the caller may learn anything of ``path`` (:mod:`.visibility`)."""
+        return visibility.may_see(self.actor, self.ws, path)
+
+    def visible_session(self, session: Mapping[str, Any]) -> bool:
+        """Whether the caller sees a review session: a grant on every path it touches."""
+        paths = set(session.get("paths") or ())
+        if session.get("path"):
+            paths.add(session["path"])
+        return visibility.may_see_all(self.actor, self.ws, paths)
 
     def authorize(self, ref: str) -> None:
         """Refuse, as :meth:`Service.hidden`, a page ``ref`` outside the caller's grants.
@@ -127,7 +139,7 @@ class Call:
         if self.actor.is_owner:
             return
         path = target_path(self.ws, ref)
-        if path is None or not self.actor.may_access(path):
+        if path is None or not self.may_see(path):
             raise self.service.hidden(ref, self.actor)
 
     def authorize_request(self) -> None:
@@ -603,7 +615,7 @@ class Service:
         commit touched, so a grant narrowed since refuses the replay like a missing page.
         """
         paths = [] if call.actor.is_owner else call.ws.paths_of_commit(record.commit)
-        if not all(call.actor.may_access(path) for path in paths):
+        if not visibility.may_see_all(call.actor, call.ws, paths):
             ref = call.request.documentId or call.request.path or getattr(call.args, "path", "")
             raise self.hidden(str(ref), call.actor)
         if record.result_json:
@@ -673,6 +685,8 @@ class Service:
             "actor": actor,
             **extra,
         }
+        readers = visibility.readers_of(ws, path) + list(plan_paths(plan))
+        event[visibility.READERS] = sorted(set(readers))
         ws.after_landing(lambda: self.events.publish("commit", **event))
 
     def _session_result(
@@ -753,8 +767,10 @@ def approval_required(actor: Actor, ws: Workspace, spec: ToolSpec) -> bool:
 
 
 def needs_review(call: Call, plan: WritePlan) -> bool:
-    """Whether this write becomes a review session instead of a commit."""
-    if not (plan.changes or plan.from_disk) or plan.loaded is None:
+    """Whether this write becomes a review session instead of a commit: every write kind
+    (an edit, a page created, an artifact) passes the same gate. (File releases, whose
+    bytes are on disk already, are refused before they plan where this would hold.)"""
+    if not plan.changes:
         return False
     return approval_required(call.actor, call.ws, call.spec)
 
@@ -770,6 +786,18 @@ def target_path(ws: Workspace, ref: str) -> str | None:
         return normalize(ref)
     except PathRejected as exc:  # (refused later, in the same words, if the grant covers it)
         return str(exc.details.get("path", ref))
+
+
+def plan_paths(plan: WritePlan) -> list[str]:
+    """Every path a write plan touches: its page, and each change's paths."""
+    paths = {plan.document.path} if plan.document is not None else set()
+    for change in plan.changes:
+        if isinstance(change, Move):
+            paths.update((change.old, change.new))
+        else:
+            paths.add(change.path)
+    paths.update(plan.from_disk)
+    return sorted(paths)
 
 
 def _untouched_since(before: Page, now: Page, touched: set[str]) -> bool:

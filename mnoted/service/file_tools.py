@@ -128,7 +128,7 @@ def file_release(call: Call) -> WritePlan:
     grant = active_grant(call, call.args.grantId)
     ws = call.ws
     doc = ws.resolve(grant["documentId"])
-    if not call.actor.may_access(doc.path):
+    if not call.may_see(doc.path):
         raise call.service.hidden(grant["documentId"], call.actor)
     head_blob = ws.blob_id(doc.path)
     if head_blob != grant["blob"]:

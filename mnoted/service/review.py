@@ -25,9 +25,10 @@ from mnoted.errors import (
     PermissionDenied,
     TargetOutOfScope,
 )
+from mnoted.service import visibility
 from mnoted.service.actors import Actor
 from mnoted.service.doc_tools import context_of
-from mnoted.service.executor import HANDLERS, Call, WritePlan, block_diff, handles
+from mnoted.service.executor import HANDLERS, Call, WritePlan, block_diff, handles, plan_paths
 from mnoted.store import CommandMeta, Workspace
 from mnoted.store.reviews import ReviewStore
 
@@ -132,6 +133,7 @@ def _set(
         state=state,
         toolCallId=session.get("toolCallId"),
         traceId=session.get("traceId"),
+        _readers=[p for path in session_paths(session) for p in visibility.readers_of(ws, path)],
     )
 
 
@@ -293,6 +295,10 @@ def propose(
         session["documentId"] = loaded.doc.document_id
         session["path"] = loaded.path
         session["base"] = _base(loaded, args)
+    elif plan is not None and plan.changes:  # (a page created: the session names it)
+        session["path"] = plan_paths(plan)[0]
+    if plan is not None:
+        session["paths"] = sorted({*plan_paths(plan), *session_paths(session)})
     session["preview"] = _full_preview(tool, plan, blocked, warnings)
     _set(service, ws, store, session, "awaiting_user")
     return session
@@ -313,6 +319,7 @@ def record_applied(
     session["state"] = "applied"
     session["documentId"] = document_id
     session["path"] = path
+    session["paths"] = sorted({*plan_paths(plan), *([path] if path else [])})
     if plan.loaded is not None:
         session["base"] = _base(plan.loaded, args)
     if plan.edit is not None:
@@ -328,10 +335,18 @@ def record_applied(
     store.put(session, call.service.clock())
 
 
+def session_paths(session: dict[str, Any]) -> list[str]:
+    """Every path a session touches (its page, and what its proposal writes)."""
+    paths = set(session.get("paths") or ())
+    if session.get("path"):
+        paths.add(session["path"])
+    return sorted(paths)
+
+
 def _session(call: Call) -> tuple[ReviewStore, dict[str, Any]]:
     store = store_of(call.service, call.ws)
     session = store.get(call.args.sessionId)
-    if session is None or (session.get("path") and not call.actor.may_access(session["path"])):
+    if session is None or not call.visible_session(session):
         raise NotFound(f"no review session {call.args.sessionId!r}")
     return store, session
 
@@ -399,7 +414,7 @@ def review_list(call: Call) -> dict[str, Any]:
             for k in ("sessionId", "documentId", "path", "state", "toolCallId", "traceId", "source")
         }
         for s in store.list(document_id=document_id, states=states, limit=call.args.limit)
-        if not s.get("path") or call.actor.may_access(s["path"])
+        if call.visible_session(s)
     ]
     return {"sessions": sessions}
 
@@ -530,15 +545,19 @@ def review_accept(call: Call) -> dict[str, Any]:
     original = _as_original(call, session)
     proposer = Actor(session["audit"]["createdBy"], "owner")
     original.actor = proposer
+    loaded = None
     try:
-        loaded = original.load()
+        if session.get("base") is not None:  # (a page created has no base: it is re-planned)
+            loaded = original.load()
     except MnoteError as exc:
         session["error"] = exc.to_dict()
         _set(service, ws, store, session, "stale")
         return session
     base = session.get("base") or {}
-    if base.get("revision") != loaded.revision or base.get("conflictDetectionKey") != conflict_key(
-        loaded.page, loaded.revision, loaded.blob
+    if loaded is not None and (
+        base.get("revision") != loaded.revision
+        or base.get("conflictDetectionKey")
+        != conflict_key(loaded.page, loaded.revision, loaded.blob)
     ):
         session["stale"] = {
             "baseRevision": base.get("revision"),
@@ -578,7 +597,7 @@ def review_accept(call: Call) -> dict[str, Any]:
         _set(service, ws, store, session, "failed")
         return session
     session["applied"] = {
-        "commit": commit.commit if commit else loaded.revision,
+        "commit": commit.commit if commit else (loaded.revision if loaded else None),
         "commandId": commit.command_id if commit else None,
         "acceptedBy": call.actor.actor_id,
     }
