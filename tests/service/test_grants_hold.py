@@ -95,3 +95,100 @@ def test_a_file_grant_on_a_stale_base_is_refused(h: Harness) -> None:
     fresh = h.write("mnote.file.grant", agent, documentId="notes/plan.md", baseRevision=current)
     assert fresh["ok"], fresh["error"]
     assert _grant_state(h, "notes/plan.md") == fresh["result"]["grantId"]
+
+
+def _required(h: Harness) -> None:
+    from tests.service.test_review import set_mode
+
+    set_mode(h, "required")
+
+
+def test_required_approval_holds_for_every_write_kind(h: Harness) -> None:
+    _required(h)
+    agent = h.agent()
+    head = h.head()
+    created = h.write("mnote.page.create", agent, args={"path": "notes/new.md", "content": "Hi"})
+    summary = h.write(
+        "mnote.artifact.create_summary", agent, documentId="notes/plan.md", summary="Short."
+    )
+    note = h.write(
+        "mnote.artifact.create_ai_note", agent, documentId="notes/plan.md", content="A note."
+    )
+    grant = h.write("mnote.file.grant", agent, documentId="notes/plan.md")
+    assert h.head() == head and not (h.root / "notes/new.md").exists()
+    for resp in (created, summary, note):
+        assert resp["ok"], resp["error"]
+        assert resp["result"]["state"] == "awaiting_user" and resp["audit"]["effect"] == "none"
+    assert grant["error"]["code"] == "mnote_tool_permission_denied"
+    assert h.ws.sidecar.get("grant_by_path", "notes/plan.md") is None
+    accepted = h.write("mnote.review.accept", args={"sessionId": created["result"]["sessionId"]})
+    assert accepted["result"]["state"] == "applied", accepted
+    assert (h.root / "notes/new.md").read_text().startswith("Hi")
+    assert h.git("log", "-1", "--format=%an").strip() == "hermes"
+    accepted = h.write("mnote.review.accept", args={"sessionId": summary["result"]["sessionId"]})
+    assert accepted["result"]["state"] == "applied", accepted
+    assert (h.root / "ai/summaries" / f"{h.doc('notes/plan.md')}.md").exists()
+
+
+def test_an_ai_grant_does_not_read_summaries_of_hidden_pages(h: Harness) -> None:
+    made = h.write(
+        "mnote.artifact.create_summary", documentId="private/secret.md", summary="Asks 123456."
+    )
+    assert made["ok"], made["error"]
+    path = made["result"]["artifactPath"]
+    agent = h.agent(grants=("notes/**", "ai/**"))
+    got = h.call("mnote.page.get", agent, documentId=path)
+    missing = h.call("mnote.page.get", agent, documentId="ai/summaries/doc_0000.md")
+    assert got["error"]["code"] == "mnote_tool_permission_denied"
+    assert got["error"]["message"].replace(path, "X") == missing["error"]["message"].replace(
+        "ai/summaries/doc_0000.md", "X"
+    )
+    listed = h.call("mnote.workspace.list", agent)
+    assert "123456" not in str(listed) and "secret" not in str(listed).lower()
+    assert path not in str(listed)
+
+
+def test_history_does_not_name_hidden_files_of_the_same_commit(h: Harness) -> None:
+    from mnoted.store import CommandMeta, Write
+
+    plan = (h.root / "notes/plan.md").read_bytes() + b"\nMore.\n"
+    secret = (h.root / "private/secret.md").read_bytes() + b"\nAnd 777.\n"
+    h.ws.apply(
+        CommandMeta("page.body.save", actor="owner", command_id="cmd_both"),
+        [Write("notes/plan.md", plan), Write("private/secret.md", secret)],
+    )
+    agent = h.agent(grants=("notes/**",))
+    history = h.call("mnote.doc.history", agent, documentId="notes/plan.md")
+    assert history["ok"], history["error"]
+    assert "secret" not in str(history) and "private" not in str(history)
+    assert history["result"]["commits"][0]["subject"] == "page.body.save: notes/plan.md"
+    owner = h.call("mnote.doc.history", documentId="notes/plan.md")
+    assert "private/secret.md" in owner["result"]["commits"][0]["subject"]
+
+
+def test_review_sessions_need_a_grant_on_every_path_they_touch(h: Harness) -> None:
+    _required(h)
+    wide = h.agent("wide", grants=("**",))
+    proposed = h.write(
+        "mnote.artifact.create_summary", wide, documentId="private/secret.md", summary="123456"
+    )
+    assert proposed["ok"] and proposed["result"]["state"] == "awaiting_user", proposed
+    session_id = proposed["result"]["sessionId"]
+    ai_only = h.agent("ai", grants=("ai/**", "notes/**"))
+    listed = h.call("mnote.review.list", ai_only)
+    assert session_id not in str(listed) and "123456" not in str(listed)
+    got = h.call("mnote.review.get", ai_only, args={"sessionId": session_id})
+    absent = h.call("mnote.review.get", ai_only, args={"sessionId": "review_0000000000000000"})
+    assert got["error"] == {**absent["error"], "message": got["error"]["message"]}
+    assert "123456" not in str(got)
+    assert h.call("mnote.review.get", wide, args={"sessionId": session_id})["ok"]
+    # a session about a page the agent sees, writing a file it does not (the summary)
+    of_plan = h.write(
+        "mnote.artifact.create_summary", wide, documentId="notes/plan.md", summary="SUMMARY41"
+    )
+    notes_only = h.agent("notes", grants=("notes/**",))
+    assert h.call("mnote.page.get", notes_only, documentId=of_plan["result"]["path"])["ok"]
+    listed = h.call("mnote.review.list", notes_only)
+    got = h.call("mnote.review.get", notes_only, args={"sessionId": of_plan["result"]["sessionId"]})
+    assert "SUMMARY41" not in str(listed) + str(got)
+    assert got["error"]["code"] == absent["error"]["code"]
