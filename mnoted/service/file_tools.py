@@ -36,8 +36,9 @@ COPIES = (".mnote", "grants")
 
 
 def _refuse_unreviewed(call: Call) -> None:
-    """File grants and releases are refused where the caller's writes wait for a person:
-    a release commits the file as it is on disk, so it cannot be held as a proposal."""
+    """A grant made before private copies released the page in place (the bytes on disk),
+    which cannot be held as a proposal: refused where the caller's writes wait for a
+    person. (A private copy's release becomes a review session there, as any write.)"""
     if approval_required(call.actor, call.ws, call.spec):
         raise PermissionDenied(
             f"{call.spec.name} is not available while your writes wait for approval "
@@ -50,7 +51,6 @@ def _refuse_unreviewed(call: Call) -> None:
 @handles("mnote.file.grant")
 def file_grant(call: Call) -> WritePlan:
     """Every check comes before the grant is kept: a refused grant leaves nothing behind."""
-    _refuse_unreviewed(call)
     loaded = call.load()
     if not call.may_edit(loaded):
         raise PermissionDenied(
@@ -198,7 +198,6 @@ def active_grant(call: Call, grant_id: str) -> dict[str, Any]:
 
 @handles("mnote.file.release")
 def file_release(call: Call) -> WritePlan:
-    _refuse_unreviewed(call)
     grant = active_grant(call, call.args.grantId)
     if "copy" not in grant:
         return _release_in_place(call, grant)
@@ -263,6 +262,7 @@ def file_release(call: Call) -> WritePlan:
 
 def _release_in_place(call: Call, grant: dict[str, Any]) -> WritePlan:
     """The release of a grant made before private copies (it handed out the page itself)."""
+    _refuse_unreviewed(call)
     ws = call.ws
     doc = ws.resolve(grant["documentId"])
     if not call.may_see(doc.path):

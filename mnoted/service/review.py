@@ -596,6 +596,8 @@ def review_accept(call: Call) -> dict[str, Any]:
         session["error"] = exc.to_dict()
         _set(service, ws, store, session, "failed")
         return session
+    if commit is not None and plan.after_commit is not None:
+        plan.after_commit(ws, commit.commit)  # (ids of a page created, a grant closed)
     session["applied"] = {
         "commit": commit.commit if commit else (loaded.revision if loaded else None),
         "commandId": commit.command_id if commit else None,

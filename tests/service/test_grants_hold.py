@@ -114,13 +114,17 @@ def test_required_approval_holds_for_every_write_kind(h: Harness) -> None:
     note = h.write(
         "mnote.artifact.create_ai_note", agent, documentId="notes/plan.md", content="A note."
     )
-    grant = h.write("mnote.file.grant", agent, documentId="notes/plan.md")
+    grant = h.write("mnote.file.grant", agent, documentId="notes/plan.md")["result"]
+    copy = h.root / ".mnote/grants" / grant["grantId"] / "plan.md"
+    copy.write_text(copy.read_text().replace("Monday", "Friday"))
+    release = h.write(
+        "mnote.file.release", agent, documentId="notes/plan.md", grantId=grant["grantId"]
+    )
     assert h.head() == head and not (h.root / "notes/new.md").exists()
-    for resp in (created, summary, note):
+    assert "Monday" in (h.root / "notes/plan.md").read_text()
+    for resp in (created, summary, note, release):
         assert resp["ok"], resp["error"]
         assert resp["result"]["state"] == "awaiting_user" and resp["audit"]["effect"] == "none"
-    assert grant["error"]["code"] == "mnote_tool_permission_denied"
-    assert h.ws.sidecar.get("grant_by_path", "notes/plan.md") is None
     accepted = h.write("mnote.review.accept", args={"sessionId": created["result"]["sessionId"]})
     assert accepted["result"]["state"] == "applied", accepted
     assert (h.root / "notes/new.md").read_text().startswith("Hi")
@@ -128,6 +132,9 @@ def test_required_approval_holds_for_every_write_kind(h: Harness) -> None:
     accepted = h.write("mnote.review.accept", args={"sessionId": summary["result"]["sessionId"]})
     assert accepted["result"]["state"] == "applied", accepted
     assert (h.root / "ai/summaries" / f"{h.doc('notes/plan.md')}.md").exists()
+    accepted = h.write("mnote.review.accept", args={"sessionId": release["result"]["sessionId"]})
+    assert accepted["result"]["state"] == "applied", accepted
+    assert "Friday" in (h.root / "notes/plan.md").read_text() and not copy.exists()
 
 
 def test_an_ai_grant_does_not_read_summaries_of_hidden_pages(h: Harness) -> None:
