@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 import threading
 import time
@@ -107,3 +108,45 @@ def test_stream_ids_leave_no_gap_for_hidden_events_and_revocation_ends_listings(
     status, body = agent.request("GET", "/v1/tools")
     assert status == 401 and "tools" not in body
     assert agent.request("GET", "/v1/workspaces")[0] == 401
+
+
+def test_a_slice_of_generated_calls_through_the_socket_leaks_nothing(
+    daemon: DaemonProcess,
+) -> None:
+    """The no-leak test's pairs (``tests/reliability/test_no_leak.py``), a slice of them
+    through the real socket: the hidden page's answer is the missing page's."""
+    from tests.reliability.test_no_leak import MARK, TARGETED, _normal
+
+    owner = daemon.client()
+    hidden = [f"private/{MARK}h{i}.md" for i in range(3)]
+    for n, path in enumerate(hidden):
+        _, made = owner.request(
+            "POST",
+            "/v1/tools/call",
+            envelope(
+                "mnote.page.create",
+                idempotencyKey=f"h{n}",
+                dryRun=False,
+                args={"path": path, "content": f"# {MARK} title\n\n{MARK} text\n"},
+            ),
+        )
+        assert made["ok"], made
+    token, _ = _token(daemon, "notes/**", "ai/**")
+    agent = daemon.client(token=token)
+    rng = random.Random(41)
+    for n in range(200):
+        tool = rng.choice(sorted(TARGETED))
+        hid = rng.choice(hidden)
+        miss = f"private/{MARK}x{n}.md"
+        field = rng.choice(["documentId", "path"])
+        answers = []
+        for ref in (hid, miss):
+            raw = envelope(tool, args=dict(TARGETED[tool]), **{field: ref})
+            if tool != "mnote.review.list" and not tool.endswith(("get", "fetch", "history")):
+                raw.update(idempotencyKey=f"k{n}", dryRun=rng.random() < 0.5)
+            status, body = agent.request("POST", "/v1/tools/call", raw)
+            assert status == 200
+            text = json.dumps(body, sort_keys=True)
+            assert MARK not in text.replace(json.dumps(ref)[1:-1], ""), text
+            answers.append(_normal(text.encode(), ref))
+        assert answers[0] == answers[1], (tool, answers)
