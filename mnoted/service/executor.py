@@ -768,8 +768,9 @@ def approval_required(actor: Actor, ws: Workspace, spec: ToolSpec) -> bool:
 
 def needs_review(call: Call, plan: WritePlan) -> bool:
     """Whether this write becomes a review session instead of a commit: every write kind
-    (an edit, a page created, an artifact) passes the same gate. (File releases, whose
-    bytes are on disk already, are refused before they plan where this would hold.)"""
+    (an edit, a page created, an artifact, a file grant's release) passes the same gate.
+    (A grant made before private copies released the bytes on disk: it is refused where
+    this would hold, before it plans.)"""
     if not plan.changes:
         return False
     return approval_required(call.actor, call.ws, call.spec)
