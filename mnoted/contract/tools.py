@@ -611,7 +611,8 @@ _SPECS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "mnote.file.grant",
-        "Get the absolute path of a page to edit with your own file tools; release it to commit.",
+        "Get a private copy of a page (its absolute path) to edit with your own file tools; "
+        "release it to commit.",
         FileGrantArgs,
         GrantResult,
         ("page.write",),
@@ -620,7 +621,8 @@ _SPECS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "mnote.file.release",
-        "Commit what you changed in a granted file, checked against the granted revision.",
+        "Commit your edits of a granted copy, merged on blocks with what changed since the "
+        "grant (else a conflict).",
         FileReleaseArgs,
         WriteResult,
         ("page.write",),

@@ -22,6 +22,7 @@ from mnoted.contract.envelope import Audit
 from mnoted.contract.manifest import manifest
 from mnoted.errors import InvalidArguments, MnoteError, PermissionDenied, TooLarge
 from mnoted.server.unixsocket import peer_uid
+from mnoted.service import visibility
 from mnoted.service.actors import Actor
 
 if TYPE_CHECKING:
@@ -94,6 +95,10 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
                         "by its owner with `mnote grant create`.",
                     ),
                 )
+            invalid = actor.invalid_at(daemon.service.clock())
+            if invalid is not None and request.path != "/v1/tools/call":
+                # (a call is answered in its envelope, by the executor's own check)
+                return json_error(401, PermissionDenied(invalid))
             request[ACTOR] = actor
         try:
             return await handler(request)
@@ -172,10 +177,11 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
 
         def deliver(event: dict[str, Any]) -> None:
             if daemon.may_see(actor, event):
-                loop.call_soon_threadsafe(_offer, queue, event)
+                loop.call_soon_threadsafe(_offer, queue, visibility.public(event))
 
         unsubscribe = daemon.service.events.subscribe(deliver)
         request.app[STREAMS].add(queue)
+        sent = 0  # ids count this stream's events only: a gap would tell of a hidden one
         try:
             await response.write(b": connected\n\n")
             while True:
@@ -186,6 +192,8 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
                     continue
                 if event is None:  # the daemon stops (`_end_streams`)
                     break
+                sent += 1
+                event["id"] = sent
                 data = json.dumps(event, separators=(",", ":"))
                 await response.write(
                     f"id: {event['id']}\nevent: {event['type']}\ndata: {data}\n\n".encode()

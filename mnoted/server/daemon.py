@@ -48,6 +48,7 @@ from mnoted.server.locations import (
 )
 from mnoted.server.sdnotify import notify, watchdog_interval
 from mnoted.server.unixsocket import bind_private
+from mnoted.service import visibility
 from mnoted.service.actors import Actor
 from mnoted.service.executor import Service
 from mnoted.service.runner import RunnerConfig, WorkspaceRunner
@@ -223,12 +224,7 @@ class Daemon:
         return runner.ws.config.max_request_bytes
 
     def may_see(self, actor: Actor, event: dict[str, Any]) -> bool:
-        if actor.is_owner:
-            return True
-        if actor.workspace_id is not None and event.get("workspaceId") != actor.workspace_id:
-            return False
-        path = event.get("path")
-        return path is None or actor.may_access(str(path))
+        return visibility.event_visible(actor, event)
 
     def health(self) -> dict[str, Any]:
         return {
@@ -249,7 +245,7 @@ class Daemon:
             health = runner.watcher.health() if runner.watcher else None
             try:
                 status = await asyncio.wait_for(
-                    asyncio.wrap_future(runner.submit(partial(_runner_status, runner))),
+                    asyncio.wrap_future(runner.submit(partial(_runner_status, runner, actor))),
                     self.config.limits.request_seconds,
                 )
             except TimeoutError:  # the workspace's thread is still busy (a huge commit)
@@ -406,10 +402,17 @@ async def _answer(future: Future[bytes], limit: float) -> bytes:
         timer.cancel()
 
 
-def _runner_status(runner: WorkspaceRunner) -> dict[str, Any]:
+def _runner_status(runner: WorkspaceRunner, actor: Actor) -> dict[str, Any]:
+    """A workspace's state as ``actor`` may see it: an agent's listing names only paths its
+    grants cover, and counts only those (:mod:`mnoted.service.visibility`)."""
     ws = runner.ws
     assert ws is not None
-    count, listed = runner.uncommitted(UNCOMMITTED_LISTED)
+    if actor.is_owner:
+        count, listed = runner.uncommitted(UNCOMMITTED_LISTED)
+    else:
+        seen = [p for p in runner.pending_changes() if visibility.may_see(actor, ws, p)]
+        count = len(seen)
+        listed = [{"path": p, "reason": runner.skip_reason(p)} for p in seen[:UNCOMMITTED_LISTED]]
     return {"head": ws.head, "branch": ws.branch, "pendingChanges": count, "uncommitted": listed}
 
 

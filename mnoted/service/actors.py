@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import fnmatch
+import re
 import time
 from dataclasses import dataclass
 
@@ -33,7 +33,7 @@ class Actor:
         return self.kind == "owner"
 
     def may_access(self, path: str) -> bool:
-        """Whether the token's path grants cover ``path`` (``**`` matches across folders)."""
+        """Whether the token's path grants cover ``path`` (:func:`glob_match`)."""
         if self.is_owner:
             return True
         return any(_glob(path, pattern) for pattern in self.grants)
@@ -66,8 +66,79 @@ class Actor:
 
 
 def _glob(path: str, pattern: str) -> bool:
-    if pattern in ("**", "*"):
-        return True
-    if pattern.endswith("/**"):
-        return path.startswith(pattern[:-2])
-    return fnmatch.fnmatchcase(path, pattern)
+    return glob_match(path, pattern)
+
+
+_COMPILED: dict[str, re.Pattern[str]] = {}
+
+
+def glob_match(path: str, pattern: str) -> bool:
+    """Whether the workspace-relative ``path`` matches the grant ``pattern``, gitignore style.
+
+    Every pattern is anchored at the workspace root (a leading ``/`` changes nothing);
+    ``*``, ``?`` and ``[...]`` never match ``/``; ``**`` as a whole path component
+    matches any number of folders (``a/**/b.md``: ``a/b.md``, ``a/x/y/b.md``); a pattern
+    that matches a folder covers everything in it (``notes``, ``notes/``, ``notes/**``);
+    ``**`` alone covers everything. So ``projects/*.md`` grants ``projects/a.md``, never
+    ``projects/sub/b.md``. ``tests/service/test_globs.py`` holds it to ``pathspec``'s
+    gitignore matcher with every pattern rooted.
+    """
+    compiled = _COMPILED.get(pattern)
+    if compiled is None:
+        compiled = re.compile(_translate(pattern))
+        if len(_COMPILED) < 4096:
+            _COMPILED[pattern] = compiled
+    return compiled.fullmatch(path) is not None
+
+
+def _translate(pattern: str) -> str:
+    """The regular expression of a grant pattern (see :func:`glob_match`)."""
+    pattern = pattern.lstrip("/")
+    folder_only = pattern.endswith("/")  # (it names folders: what is in them matches)
+    parts = pattern.rstrip("/").split("/")
+    out: list[str] = []
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if part == "**":
+            out.append(".*" if last else "(?:[^/]*/)*")  # (any folders, or none)
+            continue
+        out.append(_component(part) + ("" if last else "/"))
+    # a folder that matches covers what is in it
+    return "".join(out) + ("/.*" if folder_only else "(?:/.*)?")
+
+
+def _component(part: str) -> str:
+    """One path component's pattern: ``*``/``?``/``[...]`` within it, the rest literal."""
+    out: list[str] = []
+    i = 0
+    while i < len(part):
+        c = part[i]
+        if c == "*":
+            while i + 1 < len(part) and part[i + 1] == "*":
+                i += 1  # (``**`` inside a component is ``*``)
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[" and (end := _class_end(part, i)) > 0:
+            body = part[i + 1 : end]
+            negate = body[:1] in ("!", "^")
+            inner = "".join(ch if ch == "-" else re.escape(ch) for ch in body[negate:])
+            out.append(f"[^/{inner}]" if negate else f"(?!/)[{inner}]")
+            i = end
+        elif c == "\\" and i + 1 < len(part):
+            i += 1
+            out.append(re.escape(part[i]))
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return "".join(out)
+
+
+def _class_end(part: str, start: int) -> int:
+    """The index of the ``]`` closing the class opened at ``start``, or -1."""
+    i = start + 1
+    if part[i : i + 1] in ("!", "^"):
+        i += 1
+    if part[i : i + 1] == "]":
+        i += 1
+    return part.find("]", i)

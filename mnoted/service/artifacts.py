@@ -83,12 +83,12 @@ def _edges(call: Call) -> dict[str, list[dict[str, Any]]]:
 
 def artifacts_of(call: Call, document_id: str) -> list[dict[str, Any]]:
     """The artifacts whose source is ``document_id`` and which the caller may read."""
-    found = [a for a in _edges(call).get(document_id, []) if call.actor.may_access(a["path"])]
+    found = [a for a in _edges(call).get(document_id, []) if call.may_see(a["path"])]
     return sorted(found, key=lambda a: (a["kind"], a["path"]))
 
 
 def _check_writable(call: Call, path: str) -> None:
-    if not call.actor.may_access(path):
+    if not call.may_see(path):
         raise PermissionDenied(
             f"your grants do not cover {path}",
             hint=f"Artifacts are written under {path.rsplit('/', 1)[0]}/; ask for a grant there.",

@@ -10,6 +10,7 @@ from mnoted.core.views import build_context
 from mnoted.errors import InvalidArguments, TargetOutOfScope
 from mnoted.service.executor import Call, WritePlan, handles, page_write
 from mnoted.service.pages import LoadedPage
+from mnoted.store import message
 
 
 def context_of(call: Call, loaded: LoadedPage, **view: Any) -> dict[str, Any]:
@@ -164,7 +165,7 @@ def workspace_list(call: Call) -> dict[str, Any]:
     pages: list[dict[str, Any]] = []
     truncated = False
     for doc, blob, revision in ws.listing(under=f"{folder}/" if folder else ""):
-        if not call.actor.may_access(doc.path) or ws.filter_of(doc.path):
+        if not call.may_see(doc.path) or ws.filter_of(doc.path):
             continue  # (a filtered page's blob is not its text: it is not served)
         page = call.service.pages.at_blob(ws, doc, blob)
         if page is None:
@@ -185,6 +186,20 @@ def workspace_list(call: Call) -> dict[str, Any]:
     return {"workspaceId": ws.workspace_id, "pages": pages, "truncated": truncated}
 
 
+def _subject_for(call: Call, commit: str, subject: str, command_id: str | None) -> str:
+    """A commit's subject as the caller may read it: as written if the caller sees every
+    file the commit changed; else mnoted's verb and the files it sees (a person's own
+    words may name anything, so they are not shown)."""
+    if call.actor.is_owner:
+        return subject
+    paths = call.ws.paths_of_commit(commit)
+    shown = [p for p in paths if call.may_see(p)]
+    if len(shown) == len(paths):
+        return subject
+    verb = subject.split(":", 1)[0] if command_id and ":" in subject else "change"
+    return message.subject(verb, shown)
+
+
 @handles("mnote.doc.history", store_only=True)
 def doc_history(call: Call) -> dict[str, Any]:
     loaded = call.load()
@@ -193,16 +208,16 @@ def doc_history(call: Call) -> dict[str, Any]:
     for e in entries:
         item: dict[str, Any] = {
             "commit": e.commit,
-            "path": e.path,
+            "path": e.path if call.may_see(e.path) else None,
             "status": e.status,
             "commandId": e.command_id,
             "actor": e.actor,
-            "subject": e.subject,
+            "subject": _subject_for(call, e.commit, e.subject, e.command_id),
             "time": e.time,
             "author": e.author,
         }
         if e.old_path:
-            item["oldPath"] = e.old_path
+            item["oldPath"] = e.old_path if call.may_see(e.old_path) else None
         if e.command_id:
             found = call.ws.find_command(command_id=e.command_id)
             if found:

@@ -47,7 +47,7 @@ from mnoted.errors import (
     UnknownTool,
     WorkspaceInvalid,
 )
-from mnoted.service import provenance, readcache
+from mnoted.service import provenance, readcache, visibility
 from mnoted.service.actors import Actor
 from mnoted.service.events import EventBus
 from mnoted.service.pages import LoadedPage, PageCache
@@ -57,9 +57,11 @@ from mnoted.store import (
     CommitResult,
     DocRef,
     IdempotencyRecord,
+    Move,
     Workspace,
     Write,
 )
+from mnoted.store.paths import normalize
 from mnoted.store.reviews import ReviewStore
 
 log = logging.getLogger("mnoted.calls")
@@ -108,8 +110,9 @@ class Call:
     kept: bytes | None = None  # a write's answer as encoded for its idempotency record
 
     def load(self, ref: str | None = None) -> LoadedPage:
-        """The call's document (or ``ref``), checked against the caller's grants."""
+        """The call's document (or ``ref``), checked against the caller's grants first."""
         target = ref if ref is not None else self.document_ref
+        self.authorize(target)
         try:
             loaded = self.service.pages.load(self.ws, target)
         except NotFound:
@@ -118,10 +121,46 @@ class Call:
             if not self.actor.may_access(str(exc.details.get("path", target))):
                 raise self.service.hidden(target, self.actor) from None
             raise
-        if not self.actor.may_access(loaded.path):
+        if not self.may_see(loaded.path):
             raise self.service.hidden(target, self.actor)
         self.loaded.append(loaded)
         return loaded
+
+    def may_see(self, path: str) -> bool:
+        """Whether the caller may learn anything of ``path`` (:mod:`.visibility`)."""
+        return visibility.may_see(self.actor, self.ws, path)
+
+    def visible_session(self, session: Mapping[str, Any]) -> bool:
+        """Whether the caller sees a review session: a grant on every path it touches."""
+        paths = set(session.get("paths") or ())
+        if session.get("path"):
+            paths.add(session["path"])
+        return visibility.may_see_all(self.actor, self.ws, paths)
+
+    def authorize(self, ref: str) -> None:
+        """Refuse, as :meth:`Service.hidden`, a page ``ref`` outside the caller's grants.
+
+        Decided from the request and the registry of paths alone (a documentId is looked up
+        to its path), before any cache, stored answer, file or parse of the page: a hidden
+        page costs what a missing one costs, and says what it says.
+        """
+        if self.actor.is_owner:
+            return
+        path = target_path(self.ws, ref)
+        if path is None or not self.may_see(path):
+            raise self.service.hidden(ref, self.actor)
+
+    def authorize_request(self) -> None:
+        """:meth:`authorize` every page the request names (its document, a new path)."""
+        if self.actor.is_owner:
+            return
+        ref = self.request.documentId or self.request.path
+        if ref is not None:
+            self.authorize(ref)
+        for name in ("path", "newPath"):
+            value = getattr(self.args, name, None)
+            if isinstance(value, str):
+                self.authorize(value)
 
     @cached_property
     def wire_args(self) -> dict[str, Any]:
@@ -409,7 +448,9 @@ class Service:
         try:
             call = self._admit(raw, actor)
             answer = self.reads.get(actor, _read_key(call))
-            if answer is None or not call.ws.still_as_read(answer.basis, answer.path):
+            if answer is None or not actor.may_access(answer.path):
+                return None
+            if not call.ws.still_as_read(answer.basis, answer.path):
                 return None
         except MnoteError:
             return None
@@ -490,8 +531,9 @@ class Service:
         ws, request = call.ws, call.request
         key = request.idempotencyKey
         digest = request_hash(call)
+        call.authorize_request()  # (before the actor's stored answers are looked at)
         if key and not request.dryRun:
-            record = ws.idempotency.check(key, digest)
+            record = ws.idempotency.check(key, digest, call.actor.actor_id)
             if record is not None:
                 return self._replay(call, record, digest)
         for _ in range(_REPLANS - 1):
@@ -567,7 +609,7 @@ class Service:
             if not commit.replayed:
                 read_back(ws, plan, commit)
         if commit.replayed:  # (the store's own check; the one above normally answers)
-            record = ws.idempotency.check(key, digest) if key else None
+            record = ws.idempotency.check(key, digest, call.actor.actor_id) if key else None
             if record is not None:
                 return self._replay(call, record, digest)
         if plan.after_commit is not None:
@@ -614,8 +656,14 @@ class Service:
 
         The answer kept with the record, or, when the first try landed but its answer was
         lost (an I/O error after the commit, a crash, a group completed from its journal),
-        one made from its commit, then kept for later retries.
+        one made from its commit, then kept for later retries. The record is the caller's
+        own (keys are scoped to the actor); the grant is checked again on every path its
+        commit touched, so a grant narrowed since refuses the replay like a missing page.
         """
+        paths = [] if call.actor.is_owner else call.ws.paths_of_commit(record.commit)
+        if not visibility.may_see_all(call.actor, call.ws, paths):
+            ref = call.request.documentId or call.request.path or getattr(call.args, "path", "")
+            raise self.hidden(str(ref), call.actor)
         if record.result_json:
             stored = json.loads(record.result_json)
             audit = Audit.model_validate({**stored["audit"], "replayed": True})
@@ -683,6 +731,8 @@ class Service:
             "actor": actor,
             **extra,
         }
+        readers = visibility.readers_of(ws, path) + list(plan_paths(plan))
+        event[visibility.READERS] = sorted(set(readers))
         ws.after_landing(lambda: self.events.publish("commit", **event))
 
     def _session_result(
@@ -751,7 +801,7 @@ def _keep(call: Call, key: str, digest: str, response: ToolResponse) -> None:
     """Keep a write's answer with its idempotency record, to replay it as it was (and
     send it encoded as kept: one encoding for both)."""
     call.kept = _encoded(response)
-    call.ws.idempotency.record(key, digest, (b"{%s}" % call.kept).decode())
+    call.ws.idempotency.record(key, digest, (b"{%s}" % call.kept).decode(), call.actor.actor_id)
 
 
 def approval_required(actor: Actor, ws: Workspace, spec: ToolSpec) -> bool:
@@ -763,10 +813,38 @@ def approval_required(actor: Actor, ws: Workspace, spec: ToolSpec) -> bool:
 
 
 def needs_review(call: Call, plan: WritePlan) -> bool:
-    """Whether this write becomes a review session instead of a commit."""
-    if not (plan.changes or plan.from_disk) or plan.loaded is None:
+    """Whether this write becomes a review session instead of a commit: every write kind
+    (an edit, a page created, an artifact, a file grant's release) passes the same gate.
+    (A grant made before private copies released the bytes on disk: it is refused where
+    this would hold, before it plans.)"""
+    if not plan.changes:
         return False
     return approval_required(call.actor, call.ws, call.spec)
+
+
+def target_path(ws: Workspace, ref: str) -> str | None:
+    """The workspace path a page reference names (its documentId's path, or the path
+    itself), from the registry alone; None if it names none."""
+    try:
+        return ws.resolve(ref).path
+    except NotFound:
+        pass
+    try:
+        return normalize(ref)
+    except PathRejected as exc:  # (refused later, in the same words, if the grant covers it)
+        return str(exc.details.get("path", ref))
+
+
+def plan_paths(plan: WritePlan) -> list[str]:
+    """Every path a write plan touches: its page, and each change's paths."""
+    paths = {plan.document.path} if plan.document is not None else set()
+    for change in plan.changes:
+        if isinstance(change, Move):
+            paths.update((change.old, change.new))
+        else:
+            paths.add(change.path)
+    paths.update(plan.from_disk)
+    return sorted(paths)
 
 
 def _untouched_since(before: Page, now: Page, touched: set[str]) -> bool:

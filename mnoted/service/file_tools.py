@@ -1,44 +1,81 @@
 """File grants: the local-first path for agents that edit files with their own tools.
 
-``mnote.file.grant`` hands an agent the absolute path of a page and remembers the
-revision it was granted at; ``mnote.file.release`` commits what the agent changed, with
-the grant's actor and trace trailers, after checking that nobody else committed the
-page in between (if someone did, the release is a conflict and commits nothing: the
-agent re-reads, merges, and releases again).
-
-Edits the watcher sees under an open grant are committed as the grant holder's
-(actor and trace ids), and the grant follows them, so a release after such
-commits is not mistaken for somebody else's change.
+``mnote.file.grant`` hands an agent a private copy of a page, as committed at the granted
+revision, under ``.mnote/grants/<grantId>/`` (folder 0700, file 0600): the watcher never
+commits it, and a person's edits to the page itself stay theirs. ``mnote.file.release``
+brings the copy back as one commit of the agent's: as is, if nobody committed the page
+since the grant; merged on top-level blocks with what was committed meanwhile
+(:mod:`mnoted.core.merge`) where the two changed different blocks; else
+``mnote_tool_conflict``, nothing written, the grant and its copy kept. A release that
+lands closes the grant and removes its copy.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import shutil
+import stat
+from pathlib import Path
 from typing import Any
 
 from mnoted.core.commands import EditResult, changed_ids
+from mnoted.core.merge import merge_pages
 from mnoted.core.page import parse_page
-from mnoted.errors import Conflict, NotFound, PermissionDenied
+from mnoted.errors import Conflict, NotFound, PathRejected, PermissionDenied
 from mnoted.service.actors import utc_iso
-from mnoted.service.executor import Call, WritePlan, handles
-from mnoted.store import CommandMeta, Workspace
+from mnoted.service.executor import Call, WritePlan, approval_required, handles
+from mnoted.store import Change, CommandMeta, Workspace, Write
 
 GRANTS = "grants"
-GRANTS_BY_PATH = "grant_by_path"  # path -> the open grant's id, for the watcher
+GRANTS_BY_PATH = "grant_by_path"  # path -> an open grant's id, kept by grants made before
+# private copies (the watcher commits edits of those as the grant's holder's)
+COPIES = (".mnote", "grants")
+"""Where grants' private copies live: not watched, not committed, ignored by Git."""
+
+
+def _refuse_unreviewed(call: Call) -> None:
+    """A grant made before private copies released the page in place (the bytes on disk),
+    which cannot be held as a proposal: refused where the caller's writes wait for a
+    person. (A private copy's release becomes a review session there, as any write.)"""
+    if approval_required(call.actor, call.ws, call.spec):
+        raise PermissionDenied(
+            f"{call.spec.name} is not available while your writes wait for approval "
+            f"(approvalMode {call.ws.config.approval_mode!r})",
+            hint="Propose the change with mnote.doc.plan_update or a write tool: it becomes "
+            "a review session the owner accepts.",
+        )
 
 
 @handles("mnote.file.grant")
 def file_grant(call: Call) -> WritePlan:
+    """Every check comes before the grant is kept: a refused grant leaves nothing behind."""
     loaded = call.load()
+    if not call.may_edit(loaded):
+        raise PermissionDenied(
+            f"{loaded.path} is protected (protectEditing); only the owner may change it",
+            hint="Ask the owner to turn protectEditing off, or propose the change for review.",
+        )
+    base = call.request.baseRevision
+    if base is not None and base != loaded.revision:
+        raise Conflict(
+            f"{loaded.path} changed since revision {base[:12]}; it is now at "
+            f"{loaded.revision[:12]}, and a grant hands over the whole file",
+            hint="Fetch the page again and ask for the grant on its current revision.",
+            currentRevision=loaded.revision,
+            baseRevision=base,
+        )
     grant_id = "grant_" + secrets.token_hex(8)
     expires = call.now + call.args.ttlSeconds
+    copy = _copy_path(call.ws, grant_id, loaded.path)
     record = {
         "grantId": grant_id,
         "documentId": loaded.doc.document_id,
         "path": loaded.path,
+        "copy": str(copy),
         "revision": loaded.revision,
-        "blob": loaded.blob,  # the blob the grant's holder last had committed
+        "blob": loaded.blob,
         "originBlob": loaded.blob,
         "actorId": call.actor.actor_id,
         "traceId": call.request.traceId,
@@ -47,8 +84,9 @@ def file_grant(call: Call) -> WritePlan:
         "expiresAt": expires,
     }
     if not call.request.dryRun:
+        _sweep(call.ws, call.now)
+        _write_copy(copy, call.ws.read_blob(loaded.blob) or b"")
         call.ws.sidecar.put(GRANTS, grant_id, json.dumps(record))
-        call.ws.sidecar.put(GRANTS_BY_PATH, loaded.path, grant_id)
     plan = WritePlan(
         command=call.spec.command or "file.grant",
         changes=[],
@@ -56,7 +94,7 @@ def file_grant(call: Call) -> WritePlan:
             "grantId": grant_id,
             "documentId": loaded.doc.document_id,
             "path": loaded.path,
-            "absolutePath": str(call.ws.root / loaded.path),
+            "absolutePath": str(copy),
             "revision": loaded.revision,
             "expiresAt": utc_iso(expires),
         },
@@ -64,6 +102,70 @@ def file_grant(call: Call) -> WritePlan:
         document=loaded.doc,
     )
     return plan
+
+
+def _copies_dir(ws: Workspace) -> Path:
+    return ws.root.joinpath(*COPIES)
+
+
+def _copy_path(ws: Workspace, grant_id: str, path: str) -> Path:
+    """A grant's private copy: the page's own file name, in the grant's folder."""
+    return _copies_dir(ws) / grant_id / path.rsplit("/", 1)[-1]
+
+
+def _safe_folder(folder: Path, mode: int) -> None:
+    """``folder`` made (``mode``) or found as a real folder, never through a symlink."""
+    try:
+        os.mkdir(folder, mode)
+    except FileExistsError:
+        if not stat.S_ISDIR(os.lstat(folder).st_mode):
+            raise PathRejected(f"{folder} is not a folder", path=str(folder)) from None
+
+
+def _write_copy(copy: Path, data: bytes) -> None:
+    """Write a grant's copy (0600) in its own folder (0700), with a ``.gitignore`` that
+    keeps every copy out of ``git status``."""
+    base = copy.parent.parent
+    _safe_folder(base.parent, 0o755)
+    _safe_folder(base, 0o700)
+    ignore = base / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# mnoted: private copies of file grants\n*\n")
+    _safe_folder(copy.parent, 0o700)
+    fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def _read_copy(grant: dict[str, Any]) -> bytes | None:
+    try:
+        fd = os.open(grant["copy"], os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
+def _remove_copy(ws: Workspace, grant_id: str) -> None:
+    folder = _copies_dir(ws) / grant_id
+    if folder.is_dir() and not folder.is_symlink():
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _sweep(ws: Workspace, now: float) -> None:
+    """Close the grants that expired: their records and their copies."""
+    folder = _copies_dir(ws)
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith("grant_")]
+    except OSError:
+        return
+    for name in names:
+        grant = read_grant(ws, name)
+        if grant is None or grant["expiresAt"] <= now:
+            ws.sidecar.delete(GRANTS, name)
+            _remove_copy(ws, name)
 
 
 def grant_meta(grant: dict[str, Any]) -> CommandMeta:
@@ -97,9 +199,73 @@ def active_grant(call: Call, grant_id: str) -> dict[str, Any]:
 @handles("mnote.file.release")
 def file_release(call: Call) -> WritePlan:
     grant = active_grant(call, call.args.grantId)
+    if "copy" not in grant:
+        return _release_in_place(call, grant)
+    loaded = call.load(grant["documentId"])  # (the person's pending edit committed first)
+    ws, doc = call.ws, loaded.doc
+    theirs_data = _read_copy(grant)
+    origin_data = ws.read_blob(grant["originBlob"])
+    if theirs_data is None or origin_data is None:
+        raise NotFound(
+            f"the private copy of grant {grant['grantId']} is gone",
+            hint="Ask for a new grant with mnote.file.grant.",
+        )
+    pages = call.service.pages
+    base = pages.page_for(ws, doc, grant["originBlob"], origin_data)
+    current = loaded.page
+    theirs = parse_page(theirs_data, doc.path, previous=base)
+    if loaded.blob == grant["originBlob"]:
+        data: bytes | None = theirs_data
+    else:
+        data = merge_pages(base, current, theirs)
+    if data is None:
+        raise Conflict(
+            f"{doc.path} was changed since the grant in the blocks your copy changes; "
+            "nothing was written",
+            hint="Read the page again (mnote.page.get), redo the edit on it, or ask for a "
+            "new grant; your copy is kept until the grant expires.",
+            grantedRevision=grant["revision"],
+            currentRevision=loaded.revision,
+        )
+    after = parse_page(data, doc.path, previous=current)
+    edit = EditResult("file.release", after, current, changed_ids(current, after))
+    changes: list[Change] = []
+    if data != ws.read_head(doc.path):
+        changes.append(Write(doc.path, data, base_blob=loaded.blob))
+    grant_id = call.args.grantId
+
+    def close(ws: Workspace, commit: str) -> dict[str, Any]:
+        ws.sidecar.delete(GRANTS, grant_id)
+        _remove_copy(ws, grant_id)
+        return {}
+
+    if not changes and not call.request.dryRun:
+        close(ws, loaded.revision)
+    merged = loaded.blob != grant["originBlob"]
+    return WritePlan(
+        command=call.spec.command or "file.release",
+        changes=changes,
+        result={
+            "documentId": doc.document_id,
+            "path": doc.path,
+            "grantId": grant_id,
+            "grantedRevision": grant["revision"],
+            "merged": merged and bool(changes),
+            "revision": loaded.revision,
+        },
+        loaded=loaded,
+        edit=edit,
+        document=doc,
+        after_commit=close,
+    )
+
+
+def _release_in_place(call: Call, grant: dict[str, Any]) -> WritePlan:
+    """The release of a grant made before private copies (it handed out the page itself)."""
+    _refuse_unreviewed(call)
     ws = call.ws
     doc = ws.resolve(grant["documentId"])
-    if not call.actor.may_access(doc.path):
+    if not call.may_see(doc.path):
         raise call.service.hidden(grant["documentId"], call.actor)
     head_blob = ws.blob_id(doc.path)
     if head_blob != grant["blob"]:

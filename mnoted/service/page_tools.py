@@ -101,7 +101,7 @@ def _new_path(raw: str) -> str:
 @handles("mnote.page.create", store_only=True)
 def page_create(call: Call) -> WritePlan:
     path = _new_path(call.args.path)
-    if not call.actor.may_access(path):
+    if not call.may_see(path):
         raise call.service.hidden(path, call.actor)
     if call.ws.read_disk(path) is not None or call.ws.blob_id(path) is not None:
         raise InvalidArguments(
@@ -147,7 +147,7 @@ def page_delete(call: Call) -> WritePlan:
 def page_move(call: Call) -> WritePlan:
     loaded = call.load()
     target = _new_path(call.args.newPath)
-    if not call.actor.may_access(target):
+    if not call.may_see(target):
         raise call.service.hidden(target, call.actor)
     if target == loaded.path:
         raise InvalidArguments("the page is already at that path")

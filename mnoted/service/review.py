@@ -26,10 +26,18 @@ from mnoted.errors import (
     Stale,
     TargetOutOfScope,
 )
-from mnoted.service import provenance
+from mnoted.service import provenance, visibility
 from mnoted.service.actors import Actor, utc_iso
 from mnoted.service.doc_tools import context_of
-from mnoted.service.executor import HANDLERS, Call, WritePlan, block_diff, handles, read_back
+from mnoted.service.executor import (
+    HANDLERS,
+    Call,
+    WritePlan,
+    block_diff,
+    handles,
+    plan_paths,
+    read_back,
+)
 from mnoted.store import CommandMeta, Workspace
 from mnoted.store.reviews import ReviewStore
 
@@ -134,6 +142,7 @@ def _set(
         state=state,
         toolCallId=session.get("toolCallId"),
         traceId=session.get("traceId"),
+        _readers=[p for path in session_paths(session) for p in visibility.readers_of(ws, path)],
     )
 
 
@@ -328,6 +337,10 @@ def propose(
         session["documentId"] = loaded.doc.document_id
         session["path"] = loaded.path
         session["base"] = _base(loaded, args)
+    elif plan is not None and plan.changes:  # (a page created: the session names it)
+        session["path"] = plan_paths(plan)[0]
+    if plan is not None:
+        session["paths"] = sorted({*plan_paths(plan), *session_paths(session)})
     session["preview"] = _full_preview(tool, plan, blocked, warnings)
     _set(service, ws, store, session, "awaiting_user")
     return session
@@ -348,6 +361,7 @@ def record_applied(
     session["state"] = "applied"
     session["documentId"] = document_id
     session["path"] = path
+    session["paths"] = sorted({*plan_paths(plan), *([path] if path else [])})
     if plan.loaded is not None:
         session["base"] = _base(plan.loaded, args)
     if plan.edit is not None:
@@ -376,10 +390,18 @@ def frozen_selection(call: Call, document_id: str) -> list[str] | None:
     return [str(i) for i in allowed] if isinstance(allowed, list) else None
 
 
+def session_paths(session: dict[str, Any]) -> list[str]:
+    """Every path a session touches (its page, and what its proposal writes)."""
+    paths = set(session.get("paths") or ())
+    if session.get("path"):
+        paths.add(session["path"])
+    return sorted(paths)
+
+
 def _session(call: Call) -> tuple[ReviewStore, dict[str, Any]]:
     store = store_of(call.service, call.ws)
     session = store.get(call.args.sessionId)
-    if session is None or (session.get("path") and not call.actor.may_access(session["path"])):
+    if session is None or not call.visible_session(session):
         raise NotFound(f"no review session {call.args.sessionId!r}")
     return store, session
 
@@ -447,7 +469,7 @@ def review_list(call: Call) -> dict[str, Any]:
             for k in ("sessionId", "documentId", "path", "state", "toolCallId", "traceId", "source")
         }
         for s in store.list(document_id=document_id, states=states, limit=call.args.limit)
-        if not s.get("path") or call.actor.may_access(s["path"])
+        if call.visible_session(s)
     ]
     return {"sessions": sessions}
 
@@ -562,6 +584,13 @@ def review_accept(call: Call) -> dict[str, Any]:
     service, ws = call.service, call.ws
     if not call.actor.is_owner:
         raise PermissionDenied("only the workspace owner accepts review sessions")
+    if session["state"] == "stale":
+        raise Stale(
+            f"review session {session['sessionId']} is stale: its page changed since the "
+            "proposal was previewed; nothing was written",
+            sessionId=session["sessionId"],
+            state="stale",
+        )
     if "accepted" not in TRANSITIONS[session["state"]]:  # (a failed session has no preview)
         raise InvalidTransition(
             f"a review session in state {session['state']!r} cannot be accepted",
@@ -572,13 +601,6 @@ def review_accept(call: Call) -> dict[str, Any]:
         raise TargetOutOfScope(
             "this proposal writes outside its allowedTargetBlockIds and cannot be accepted",
             hint="Reject it, or retry with a proposal inside the selection.",
-        )
-    if session["state"] == "stale":
-        raise Stale(
-            f"review session {session['sessionId']} is stale: its page changed since the "
-            "proposal was previewed; nothing was written",
-            sessionId=session["sessionId"],
-            state="stale",
         )
     if (dry := _dry(call, session, "accepted")) is not None:
         return dry
@@ -591,15 +613,24 @@ def review_accept(call: Call) -> dict[str, Any]:
     original = _as_original(call, session)
     proposer = Actor(session["audit"]["createdBy"], "owner")
     original.actor = proposer
+    loaded = None
     try:
-        loaded = original.load()
+        if session.get("base") is not None:  # (a page created has no base: it is re-planned)
+            loaded = original.load()
     except MnoteError as exc:
         session["error"] = exc.to_dict()
         _set(service, ws, store, session, "stale")
-        return session
+        raise Stale(
+            f"review session {session['sessionId']} is stale: its page is gone; nothing was "
+            "written",
+            sessionId=session["sessionId"],
+            state="stale",
+        ) from None
     base = session.get("base") or {}
-    if base.get("revision") != loaded.revision or base.get("conflictDetectionKey") != conflict_key(
-        loaded.page, loaded.revision, loaded.blob
+    if loaded is not None and (
+        base.get("revision") != loaded.revision
+        or base.get("conflictDetectionKey")
+        != conflict_key(loaded.page, loaded.revision, loaded.blob)
     ):
         session["stale"] = {
             "baseRevision": base.get("revision"),
@@ -648,8 +679,10 @@ def review_accept(call: Call) -> dict[str, Any]:
         session["error"] = exc.to_dict()
         _set(service, ws, store, session, "failed")
         return session
+    if commit is not None and plan.after_commit is not None:
+        plan.after_commit(ws, commit.commit)  # (ids of a page created, a grant closed)
     session["applied"] = {
-        "commit": commit.commit if commit else loaded.revision,
+        "commit": commit.commit if commit else (loaded.revision if loaded else None),
         "commandId": commit.command_id if commit else None,
         "acceptedBy": call.actor.actor_id,
     }

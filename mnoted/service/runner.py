@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 from mnoted.contract.envelope import wire_bytes
 from mnoted.errors import Conflict, MnoteError, NotFound, PathRejected
+from mnoted.service import visibility
 from mnoted.service.actors import Actor
 from mnoted.service.executor import Service
 from mnoted.service.file_tools import GRANTS, GRANTS_BY_PATH, grant_meta, read_grant
@@ -478,6 +479,7 @@ class WorkspaceRunner:
                 commit=result.commit,
                 commandId=result.command_id,
                 reason=reason,
+                _readers=visibility.readers_of(ws, path),
             )
         return 1
 

@@ -3,26 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from mnoted.errors import IdempotencyConflict, NotFound
-from mnoted.store.model import IdempotencyRecord
+from mnoted.store.model import IdempotencyRecord, scoped_key
 from mnoted.store.sidecar import Sidecar
 
 
 class Idempotency:
-    """Idempotency records: key → request fingerprint, commit and (when stored) result."""
+    """Idempotency records: (actor, key) → request fingerprint, commit and (when stored) result.
+
+    A key belongs to the actor that sent it: another actor's records are never found, so
+    nothing in an answer reveals them and two agents picking the same key do not collide.
+    """
 
     def __init__(self, side: Sidecar, before: Callable[[], object]) -> None:
         self._side = side
         self._before = before  # checks the calling thread and catches up with HEAD
 
-    def lookup(self, key: str) -> IdempotencyRecord | None:
+    def lookup(self, key: str, actor: str) -> IdempotencyRecord | None:
         self._before()
-        return self._side.idempotency(key)
+        rec = self._side.idempotency(scoped_key(actor, key))
+        return None if rec is None else replace(rec, key=key)
 
-    def check(self, key: str, request_hash: str | None) -> IdempotencyRecord | None:
-        """The stored record for the same request, None if new; a different request raises."""
-        rec = self.lookup(key)
+    def check(self, key: str, request_hash: str | None, actor: str) -> IdempotencyRecord | None:
+        """``actor``'s record for the same request, None if new; a different request raises."""
+        rec = self.lookup(key, actor)
         if rec is not None and rec.request_hash != request_hash:
             raise IdempotencyConflict(
                 f"idempotency key {key!r} was already used for a different request",
@@ -36,12 +42,12 @@ class Idempotency:
         self._before()
         return self._side.forget_results(int(before))
 
-    def record(self, key: str, request_hash: str | None, result_json: str) -> None:
-        """Store the result to replay for ``key`` (whose command has been committed)."""
+    def record(self, key: str, request_hash: str | None, result_json: str, actor: str) -> None:
+        """Store the result to replay for ``actor``'s ``key`` (its command is committed)."""
         self._before()
-        if self._side.set_result(key, request_hash, result_json):
+        if self._side.set_result(scoped_key(actor, key), request_hash, result_json):
             return
-        if self.check(key, request_hash) is None:  # (a different request raises)
+        if self.check(key, request_hash, actor) is None:  # (a different request raises)
             raise NotFound(f"no committed command has idempotency key {key!r}", key=key)
 
 

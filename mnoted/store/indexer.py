@@ -19,7 +19,7 @@ import pygit2
 from mnoted.core.frontmatter import document_id
 from mnoted.errors import WorkspaceInvalid
 from mnoted.store import message, treediff
-from mnoted.store.model import CommandRecord
+from mnoted.store.model import CommandRecord, scoped_key
 from mnoted.store.sidecar import Sidecar
 
 COMMITTER_EMAIL = "mnoted@mnote.local"
@@ -174,9 +174,10 @@ def _record_command(
         )
     )
     if key:
-        result = kept.get(key)
+        scoped = scoped_key(message.key_owner(trailers), key)
+        result = kept.get(scoped)
         side.put_idempotency(
-            key,
+            scoped,
             trailers.get(message.REQUEST_HASH),
             cid,
             command_id,

@@ -26,9 +26,24 @@ ACTOR_TYPE = "Mnote-Actor-Type"
 REASON = "Mnote-Reason"
 ON_BEHALF_OF = "Mnote-On-Behalf-Of"
 TARGET_BLOCK_ID = "Mnote-Target-Block-Id"
+ACCEPTED_BY = "Mnote-Accepted-By"
 
 _TRAILER = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*): ?(.*)$")
 _MAX_SUBJECT_PATHS = 3
+
+
+def key_owner(trailers: dict[str, str]) -> str:
+    """Who sent a command's idempotency key: who accepted a review session, else its actor.
+
+    Keys belong to the actor that sent them (``docs/protocol.md``): two actors may use the
+    same key, and neither learns of the other's commands through it.
+    """
+    return trailers.get(ACCEPTED_BY) or trailers.get(ACTOR) or ""
+
+
+def meta_key_owner(meta: CommandMeta) -> str:
+    """:func:`key_owner` of the commit ``meta`` is about to make."""
+    return key_owner({**dict(meta.extra), ACTOR: meta.actor})
 
 
 def _clean(value: str) -> str:

@@ -55,6 +55,12 @@ def new_command_id(command: str) -> str:
     return f"{stem}_{time.time_ns():x}{_salt.getrandbits(40):010x}"
 
 
+def scoped_key(owner: str, key: str) -> str:
+    """An idempotency record's key in the sidecar: the key of one actor (``owner``), both
+    as a commit's trailers hold them (whitespace runs made one space)."""
+    return f"{' '.join(owner.split())}\x1f{' '.join(key.split())}"
+
+
 @dataclass(frozen=True)
 class CommandMeta:
     """Who asked for a command and why; it becomes the commit's author, subject and trailers.

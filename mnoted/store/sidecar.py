@@ -46,6 +46,8 @@ CREATE TABLE IF NOT EXISTS kv (
     PRIMARY KEY (namespace, key));
 """
 
+_KEYS_SCOPED = "idempotency_keys"
+"""Meta key: ``actor`` once idempotency records are keyed by actor and key."""
 _ROWS_KEPT = 50_000
 _MISSING = object()
 _ROWS_LATER = 500
@@ -141,9 +143,11 @@ class Sidecar:
             side = cls(path)
             version = side.get_meta("schema")
             if version == SCHEMA_VERSION:
+                side.scope_idempotency_keys()
                 return side
             if version is None and side.get_meta("indexed_head") is None:
                 side.set_meta("schema", SCHEMA_VERSION)
+                side.set_meta(_KEYS_SCOPED, "actor")
                 return side
             side.close()
         except sqlite3.DatabaseError:
@@ -152,7 +156,27 @@ class Sidecar:
             Path(str(path) + suffix).unlink(missing_ok=True)
         side = cls(path)
         side.set_meta("schema", SCHEMA_VERSION)
+        side.set_meta(_KEYS_SCOPED, "actor")
         return side
+
+    def scope_idempotency_keys(self) -> None:
+        """Give records kept before keys were scoped to their actor (``store.model.scoped_key``)
+        the actor that sent them: who accepted the session, else the commit's actor."""
+        if self.get_meta(_KEYS_SCOPED) == "actor":
+            return
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.conn.execute(
+                "UPDATE idempotency SET key = coalesce((SELECT coalesce("
+                "json_extract(c.trailers, '$.\"Mnote-Accepted-By\"'), c.actor, '')"
+                " FROM commands c WHERE c.commit_id = idempotency.commit_id), '')"
+                " || char(31) || key WHERE instr(key, char(31)) = 0"
+            )
+            self.conn.execute(_SET_META, (_KEYS_SCOPED, "actor"))
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
 
     def close(self) -> None:
         self.conn.close()

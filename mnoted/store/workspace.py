@@ -805,7 +805,8 @@ class Workspace:
         self._check_thread()
         meta = meta.with_command_id()
         if meta.idempotency_key:
-            rec = self.idempotency.check(meta.idempotency_key, meta.request_hash)
+            owner = message.meta_key_owner(meta)
+            rec = self.idempotency.check(meta.idempotency_key, meta.request_hash, owner)
             if rec is not None:
                 return self._replayed(rec)
         if not changes:
@@ -1625,6 +1626,11 @@ class Workspace:
         self._journal.clear()
         if diverged:
             self.commit_external(diverged)
+
+    def paths_of_commit(self, commit: str) -> list[str]:
+        """The paths a commit of this branch changed (as the sidecar indexed them)."""
+        self.refresh()
+        return self._side.paths_of_commit(commit)
 
     def _replayed(self, rec: IdempotencyRecord) -> CommitResult:
         commit = self._repo[rec.commit]

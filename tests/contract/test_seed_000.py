@@ -220,26 +220,36 @@ def test_s5_dry_runs_of_plan_update_and_review_answer_effect_dry_run(d: DaemonPr
     assert (d.workspace / "plan-update.md").read_text() == PLAN
 
 
-def test_s5_file_release_names_the_command_the_watcher_committed(d: DaemonProcess) -> None:
-    """``audit.commandId`` of a write traces its command, also when the watcher committed
-    the agent's edits for its grant before the release."""
+def test_s5_file_release_names_the_command_it_committed(d: DaemonProcess) -> None:
+    """``audit.commandId`` of a release traces the commit it made. The agent edits a
+    private copy, so the watcher commits only the person's edits to the page meanwhile, as
+    theirs; the agent's edits arrive in the release's own commit."""
     agent = d.client(d.agent_token("filer", "page.write"))
     grant = write(agent, "mnote.file.grant", documentId="grant.md")
     assert grant["ok"], grant["error"]
     path = grant["result"]["absolutePath"]
     with open(path, "a") as f:
         f.write("\nEdited by the agent.\n")
+    page = d.workspace / "grant.md"
+    page.write_text("Typed by the person.\n\n" + page.read_text())
 
-    def committed() -> str | None:
-        subject = d.git("log", "-1", "--format=%H %s", "--", "grant.md")
-        return subject.split()[0] if "file.edit" in subject else None
+    def person_committed() -> str | None:
+        line = d.git("log", "-1", "--format=%H %an", "--", "grant.md").split()
+        return (
+            line[0]
+            if line and line[1] != "filer" and line[0] != grant["result"]["revision"]
+            else None
+        )
 
-    revision = wait_for(committed)
+    wait_for(person_committed)
     released = write(
         agent, "mnote.file.release", documentId="grant.md", grantId=grant["result"]["grantId"]
     )
     assert released["ok"], released["error"]
-    command_id = trailers(d, revision)["Mnote-Command-Id"][0]
-    assert released["audit"]["commandId"] == command_id
+    head = d.git("rev-parse", "HEAD").strip()
+    assert released["result"]["revision"] == head
+    assert released["audit"]["commandId"] == trailers(d, head)["Mnote-Command-Id"][0]
     assert released["audit"]["effect"] == "write"
-    assert released["result"]["revision"] == revision
+    assert d.git("log", "-1", "--format=%an", head).strip() == "filer"
+    text = page.read_text()
+    assert "Typed by the person." in text and "Edited by the agent." in text

@@ -150,7 +150,7 @@ def test_a_block_field_a_command_does_not_take_is_refused_and_nothing_written(
 def test_a_file_grant_prints_the_file_to_edit_and_the_grant(daemon: DaemonProcess) -> None:
     granted = mnote(daemon, "call", "mnote.file.grant", "--doc", "Welcome.md")
     assert granted.returncode == 0, granted.stderr
-    assert f"  file      {daemon.workspace / 'Welcome.md'}" in granted.stdout
+    assert f"  file      {daemon.workspace / '.mnote/grants'}/grant_" in granted.stdout
     assert "  grant     grant_" in granted.stdout
     assert "(nothing written)" in granted.stdout
 

@@ -124,15 +124,18 @@ def test_tool_write_is_not_committed_twice_by_the_watcher(runner: WorkspaceRunne
     assert commits(root) == count + 1
 
 
-def test_edits_under_a_file_grant_are_the_agents(runner: WorkspaceRunner) -> None:
+def test_a_persons_edits_during_a_file_grant_stay_theirs(runner: WorkspaceRunner) -> None:
     root = runner.root
     grant = call(runner, "mnote.file.grant", documentId="plan.md", idempotencyKey="g", dryRun=False)
     assert grant["ok"], grant["error"]
+    copy = Path(grant["result"]["absolutePath"])
+    copy.write_text(PLAN + "\nAgent's own file tool wrote this.\n")
     count = commits(root)
-    (root / "plan.md").write_text(PLAN + "\nAgent's own file tool wrote this.\n")
+    (root / "plan.md").write_text("# Mine\n\n" + PLAN)  # the person, in their editor
     wait_for(lambda: commits(root) == count + 1)
     assert (
-        git(root, "log", "-1", "--format=%(trailers:key=Mnote-Actor,valueonly)").strip() == "owner"
+        git(root, "log", "-1", "--format=%(trailers:key=Mnote-Actor,valueonly)").strip()
+        == "external"
     )
     released = call(
         runner,
@@ -144,6 +147,8 @@ def test_edits_under_a_file_grant_are_the_agents(runner: WorkspaceRunner) -> Non
     )
     assert released["ok"], released["error"]
     assert len(released["result"]["changedBlockIds"]) == 1
+    text = (root / "plan.md").read_text()
+    assert text.startswith("# Mine\n") and text.endswith("Agent's own file tool wrote this.\n")
 
 
 def test_reconcile_commits_what_a_stopped_watcher_missed(runner: WorkspaceRunner) -> None:

@@ -350,9 +350,11 @@ def test_file_grant_and_release(h: Harness) -> None:
     agent = h.agent("reasonix")
     doc = h.doc("notes/plan.md")
     grant = h.write("mnote.file.grant", agent, documentId=doc)["result"]
-    path = h.root / "notes/plan.md"
-    assert grant["absolutePath"] == str(path)
+    path = h.root / ".mnote/grants" / grant["grantId"] / "plan.md"
+    assert grant["absolutePath"] == str(path) and path.read_text() == PLAN
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
     path.write_text(PLAN.replace("Monday", "Tuesday"))
+    assert h.git("status", "--porcelain", "--", ".mnote") == ""  # (the copy is no edit)
     released = h.write("mnote.file.release", agent, documentId=doc, grantId=grant["grantId"])
     assert released["ok"], released["error"]
     assert len(released["result"]["changedBlockIds"]) == 1
@@ -360,6 +362,8 @@ def test_file_grant_and_release(h: Harness) -> None:
         h.git("log", "-1", "--format=%an|%(trailers:key=Mnote-Actor,valueonly)").strip()
         == "reasonix|reasonix"
     )
+    assert (h.root / "notes/plan.md").read_text() == PLAN.replace("Monday", "Tuesday")
+    assert not path.parent.exists()  # (a release that lands closes the grant)
     again = h.write("mnote.file.release", agent, documentId=doc, grantId=grant["grantId"])
     assert again["error"]["code"] == "mnote_tool_not_found"
 
@@ -373,8 +377,30 @@ def test_file_release_after_someone_else_committed_is_a_conflict(h: Harness) -> 
         documentId=doc,
         args={"operations": [{"search": "high", "replace": "low"}]},
     )
+    copy = h.root / ".mnote/grants" / grant["grantId"] / "plan.md"
+    copy.write_text(PLAN.replace("Budget risk is high.", "Budget risk is unknown."))
+    head = h.head()
     resp = h.write("mnote.file.release", agent, documentId=doc, grantId=grant["grantId"])
     assert resp["error"]["code"] == "mnote_tool_conflict"
+    assert h.head() == head and copy.exists()  # (nothing written, the copy kept)
+
+
+def test_file_release_merges_the_agents_blocks_with_the_persons(h: Harness) -> None:
+    agent = h.agent("reasonix")
+    doc = h.doc("notes/plan.md")
+    grant = h.write("mnote.file.grant", agent, documentId=doc)["result"]
+    copy = h.root / ".mnote/grants" / grant["grantId"] / "plan.md"
+    copy.write_text(PLAN.replace("Ship the beta on Monday.", "Ship the beta on Friday."))
+    # meanwhile the person edits the page itself in an editor: their edit stays theirs
+    (h.root / "notes/plan.md").write_text(PLAN.replace("high", "low"))
+    resp = h.write("mnote.file.release", agent, documentId=doc, grantId=grant["grantId"])
+    assert resp["ok"], resp["error"]
+    assert resp["result"]["merged"] is True
+    text = (h.root / "notes/plan.md").read_text()
+    assert "Friday" in text and "Budget risk is low." in text
+    log = h.git("log", "-2", "--format=%(trailers:key=Mnote-Actor,valueonly,separator=)|%s")
+    log = log.split("\n")
+    assert log[0].startswith("reasonix|") and log[1].startswith("external|"), log
 
 
 envelope_values = st.one_of(

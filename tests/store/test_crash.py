@@ -159,7 +159,7 @@ def test_sigkill_at_every_step_recovers(tmp_path: Path) -> None:
             # an acknowledged command replays from its idempotency record after restart
             if acked:
                 k = max(acked)
-                rec = ws.idempotency.check(f"key_{k}", f"hash_{k}")
+                rec = ws.idempotency.check(f"key_{k}", f"hash_{k}", "hermes")
                 assert rec is not None and rec.commit == acked[k]
             assert not list(root.rglob(".mnote-tmp-*"))
         assert_clean(root)

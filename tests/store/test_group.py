@@ -114,7 +114,7 @@ def test_branch_moved_by_someone_else_abandons_the_group(ws: Workspace) -> None:
     assert git(ws.root, "log", "-1", "--format=%s") == "mine\n"
     assert not (ws.root / "b.md").exists()
     assert seen == []
-    assert ws.blob_id("b.md") is None and ws.idempotency.check("k1", "hash-1") is None
+    assert ws.blob_id("b.md") is None and ws.idempotency.check("k1", "hash-1", "hermes") is None
     # the same command run again on its own lands on the person's commit
     again = ws.apply(meta(1, key="k1"), [Write("b.md", b"b\n")])
     assert again.parent == theirs and not again.replayed
