@@ -38,6 +38,10 @@ class Limits:
     heartbeat_seconds: float = 15.0
     keepalive_seconds: float = 75.0  # an idle kept connection is closed after this
     request_seconds: float = 120.0
+    first_request_seconds: float = 5.0  # a connection that sends no request head is closed
+    connections_per_caller: int = 256  # open connections one process may hold
+    event_write_seconds: float = 5.0  # an event stream whose reader takes no bytes is dropped
+    event_buffer: int = 1_000  # events held for one stream's reader before it is dropped
 
 
 def error_body(exc: MnoteError) -> dict[str, Any]:
@@ -68,6 +72,7 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
     @web.middleware
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         transport = request.transport
+        daemon.connections.request_started(transport)
         sock = transport.get_extra_info("socket") if transport else None
         uid = peer_uid(sock) if sock is not None else None
         if uid is not None and uid != daemon.uid:

@@ -39,6 +39,7 @@ from mnoted.errors import (
 )
 from mnoted.server.allocator import fix_thresholds, give_back
 from mnoted.server.app import Limits, build_app
+from mnoted.server.connections import BACKLOG, FILES_RESERVED, ConnectionGuard, raise_open_files
 from mnoted.server.locations import config_dir, default_socket_path, owner_token
 from mnoted.server.sdnotify import notify, watchdog_interval
 from mnoted.server.unixsocket import bind_private
@@ -83,6 +84,12 @@ class DaemonConfig:
                 max_json_depth=int(limits.get("maxJsonDepth", Limits.max_json_depth)),
                 request_seconds=float(limits.get("requestSeconds", Limits.request_seconds)),
                 keepalive_seconds=float(limits.get("keepAliveSeconds", Limits.keepalive_seconds)),
+                first_request_seconds=float(
+                    limits.get("firstRequestSeconds", Limits.first_request_seconds)
+                ),
+                connections_per_caller=int(
+                    limits.get("connectionsPerCaller", Limits.connections_per_caller)
+                ),
             ),
             runner=RunnerConfig(
                 watch=bool(sync.get("watch", True)),
@@ -109,6 +116,9 @@ class Daemon:
         self._sites: list[web.SockSite] = []
         self._web: web.AppRunner | None = None
         self._stop = asyncio.Event()
+        self.connections = ConnectionGuard(
+            config.limits.first_request_seconds, config.limits.connections_per_caller, 1_000_000
+        )
 
     # -- workspaces --------------------------------------------------------------------------
     def open_workspaces(self, roots: Sequence[Path], required: Sequence[Path] = ()) -> None:
@@ -230,6 +240,7 @@ class Daemon:
             "uptimeSeconds": round(time.time() - self.started, 3),
             "workspaces": len(self.runners),
             "socket": str(self.config.socket),
+            "connections": self.connections.stats(),
         }
 
     async def workspace_status(self, actor: Actor) -> list[dict[str, Any]]:
@@ -271,6 +282,9 @@ class Daemon:
     # -- serving ---------------------------------------------------------------------------------
     async def serve(self) -> None:
         loop = asyncio.get_running_loop()
+        files = raise_open_files()
+        self.connections.total = max(64, files - FILES_RESERVED)
+        log.info("open-file limit %d; at most %d connections", files, self.connections.total)
         await loop.run_in_executor(
             None, self.open_workspaces, self.config.workspaces, self.config.pinned
         )
@@ -284,7 +298,7 @@ class Daemon:
         await self._web.setup()
         for path in [self.config.socket, *self.config.listen]:
             sock = bind_private(path)
-            site = web.SockSite(self._web, sock)
+            site = _GuardedSite(self._web, sock, self.connections)
             await site.start()
             self._sites.append(site)
             log.info("listening socket=%s", path)
@@ -341,6 +355,7 @@ class Daemon:
     async def shutdown(self) -> None:
         if self._web is not None:
             await self._web.cleanup()
+        self.connections.close_all()
         loop = asyncio.get_running_loop()
         for wid in list(self.runners):
             await loop.run_in_executor(None, self.close_workspace, wid)
@@ -348,6 +363,24 @@ class Daemon:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
         log.info("stopped")
+
+
+class _GuardedSite(web.SockSite):
+    """aiohttp's Unix-socket site with :data:`BACKLOG` and each connection admitted by the
+    daemon's :class:`ConnectionGuard` (``SockSite`` listens again with a backlog of 128)."""
+
+    def __init__(self, runner: web.AppRunner, sock: Any, guard: ConnectionGuard) -> None:
+        super().__init__(runner, sock, backlog=BACKLOG)
+        self._guard = guard
+
+    async def start(self) -> None:
+        await web.BaseSite.start(self)  # (registers the site with its runner)
+        server = self._runner.server
+        assert server is not None
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            self._guard.factory(server), sock=self._sock, backlog=BACKLOG
+        )
 
 
 UNCOMMITTED_LISTED = 50

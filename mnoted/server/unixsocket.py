@@ -67,7 +67,7 @@ def bind_private(path: Path) -> socket.socket:
     finally:
         os.umask(old)
     os.chmod(path, 0o600)
-    sock.listen(128)
+    sock.listen(max(4096, socket.SOMAXCONN))  # (as server.connections.BACKLOG)
     sock.setblocking(False)
     return sock
 
