@@ -38,7 +38,7 @@ from mnoted.errors import (
     WorkspaceInvalid,
 )
 from mnoted.server.allocator import fix_thresholds, give_back
-from mnoted.server.app import Limits, build_app
+from mnoted.server.app import Limits, build_app, stream_stats
 from mnoted.server.connections import BACKLOG, FILES_RESERVED, ConnectionGuard, raise_open_files
 from mnoted.server.locations import config_dir, default_socket_path, owner_token
 from mnoted.server.sdnotify import notify, watchdog_interval
@@ -46,6 +46,7 @@ from mnoted.server.unixsocket import bind_private
 from mnoted.service.actors import Actor
 from mnoted.service.executor import Service
 from mnoted.service.runner import RunnerConfig, WorkspaceRunner
+from mnoted.store.settings import Setting, read_table, unknown_keys
 from mnoted.store.statedir import STATE_DIR
 from mnoted.store.tokens import TokenStore
 
@@ -66,41 +67,82 @@ class DaemonConfig:
 
     @classmethod
     def load(cls, path: Path) -> DaemonConfig:
-        """``config.toml``: ``workspaces``, ``socket``, ``listen``, ``[limits]``, ``[sync]``."""
+        """``config.toml``: ``workspaces``, ``socket``, ``listen``, ``[limits]``, ``[sync]``;
+        every key checked (:data:`SETTINGS`), :class:`WorkspaceInvalid` naming the first
+        one that is wrong."""
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return cls(config_file=path)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise WorkspaceInvalid(
+                f"{path} cannot be read: {exc}", hint=f"Fix {path} and try again."
+            ) from None
+        try:
+            data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise WorkspaceInvalid(f"{path} is not valid TOML: {exc}") from exc
-        limits = data.get("limits", {})
-        sync = data.get("sync", {})
+            raise WorkspaceInvalid(
+                f"{path} is not valid TOML: {exc}", hint=f"Fix {path} and try again."
+            ) from None
+        origin = str(path)
+        unknown_keys(data, SETTINGS, origin)
+        top = read_table(data, None, SETTINGS[None], origin)
+        limits = read_table(data, "limits", SETTINGS["limits"], origin)
+        sync = read_table(data, "sync", SETTINGS["sync"], origin)
         return cls(
-            workspaces=[Path(p).expanduser() for p in data.get("workspaces", [])],
-            socket=Path(data["socket"]).expanduser() if "socket" in data else default_socket_path(),
-            listen=[Path(p).expanduser() for p in data.get("listen", [])],
+            workspaces=[Path(p).expanduser() for p in top["workspaces"]],
+            socket=Path(top["socket"]).expanduser() if top["socket"] else default_socket_path(),
+            listen=[Path(p).expanduser() for p in top["listen"]],
             limits=Limits(
-                max_body_bytes=int(limits.get("maxBodyBytes", Limits.max_body_bytes)),
-                max_json_depth=int(limits.get("maxJsonDepth", Limits.max_json_depth)),
-                request_seconds=float(limits.get("requestSeconds", Limits.request_seconds)),
-                keepalive_seconds=float(limits.get("keepAliveSeconds", Limits.keepalive_seconds)),
-                first_request_seconds=float(
-                    limits.get("firstRequestSeconds", Limits.first_request_seconds)
-                ),
-                connections_per_caller=int(
-                    limits.get("connectionsPerCaller", Limits.connections_per_caller)
-                ),
+                max_body_bytes=limits["maxBodyBytes"],
+                max_json_depth=limits["maxJsonDepth"],
+                heartbeat_seconds=limits["heartbeatSeconds"],
+                request_seconds=limits["requestSeconds"],
+                keepalive_seconds=limits["keepAliveSeconds"],
+                first_request_seconds=limits["firstRequestSeconds"],
+                connections_per_caller=limits["connectionsPerCaller"],
+                event_write_seconds=limits["eventWriteSeconds"],
+                event_buffer=limits["eventBuffer"],
+                event_buffer_bytes=limits["eventBufferBytes"],
             ),
             runner=RunnerConfig(
-                watch=bool(sync.get("watch", True)),
-                quiet_seconds=float(sync.get("quietSeconds", RunnerConfig.quiet_seconds)),
-                max_delay_seconds=float(
-                    sync.get("maxDelaySeconds", RunnerConfig.max_delay_seconds)
-                ),
-                reconcile_every=float(sync.get("reconcileSeconds", RunnerConfig.reconcile_every)),
+                watch=sync["watch"],
+                quiet_seconds=sync["quietSeconds"],
+                max_delay_seconds=sync["maxDelaySeconds"],
+                reconcile_every=sync["reconcileSeconds"],
             ),
             config_file=path,
         )
+
+
+_DAY = 86_400.0
+SETTINGS: dict[str | None, dict[str, Setting]] = {
+    None: {
+        "workspaces": Setting("list", []),
+        "socket": Setting("str", ""),
+        "listen": Setting("list", []),
+    },
+    "limits": {
+        "maxBodyBytes": Setting("int", Limits.max_body_bytes, 1024, 1 << 30),
+        "maxJsonDepth": Setting("int", Limits.max_json_depth, 4, 10_000),
+        "heartbeatSeconds": Setting("float", Limits.heartbeat_seconds, 0.1, 3600),
+        "requestSeconds": Setting("float", Limits.request_seconds, 0.1, _DAY),
+        "keepAliveSeconds": Setting("float", Limits.keepalive_seconds, 0.1, _DAY),
+        "firstRequestSeconds": Setting("float", Limits.first_request_seconds, 0.1, 3600),
+        "connectionsPerCaller": Setting("int", Limits.connections_per_caller, 1, 1_000_000),
+        "eventWriteSeconds": Setting("float", Limits.event_write_seconds, 0.1, 3600),
+        "eventBuffer": Setting("int", Limits.event_buffer, 1, 1_000_000),
+        "eventBufferBytes": Setting("int", Limits.event_buffer_bytes, 4096, 1 << 26),
+    },
+    "sync": {
+        "watch": Setting("bool", RunnerConfig.watch),
+        "quietSeconds": Setting("float", RunnerConfig.quiet_seconds, 0.0, 3600),
+        "maxDelaySeconds": Setting("float", RunnerConfig.max_delay_seconds, 0.01, _DAY),
+        "reconcileSeconds": Setting("float", RunnerConfig.reconcile_every, 0.1, _DAY * 7),
+    },
+}
+"""Every key of the daemon's ``config.toml``, by table (None: the top level), with its
+type, default and range."""
 
 
 class Daemon:
@@ -115,6 +157,7 @@ class Daemon:
         self.started = time.time()
         self._sites: list[web.SockSite] = []
         self._web: web.AppRunner | None = None
+        self._app: web.Application | None = None
         self._stop = asyncio.Event()
         self.connections = ConnectionGuard(
             config.limits.first_request_seconds, config.limits.connections_per_caller, 1_000_000
@@ -241,6 +284,7 @@ class Daemon:
             "workspaces": len(self.runners),
             "socket": str(self.config.socket),
             "connections": self.connections.stats(),
+            "eventStreams": stream_stats(self._app) if self._app is not None else None,
         }
 
     async def workspace_status(self, actor: Actor) -> list[dict[str, Any]]:
@@ -288,7 +332,7 @@ class Daemon:
         await loop.run_in_executor(
             None, self.open_workspaces, self.config.workspaces, self.config.pinned
         )
-        app = build_app(self, self.config.limits)
+        app = self._app = build_app(self, self.config.limits)
         self._web = web.AppRunner(
             app,
             handle_signals=False,
