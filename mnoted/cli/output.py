@@ -85,6 +85,12 @@ def print_response(response: dict[str, Any], color: bool = False) -> None:
     if tool == "mnote.workspace.list":
         for page in result.get("pages", []):
             print(f"{page['documentId']:<26} {pad(page['path'], 40)} {page['title']}")
+        if result.get("truncated"):
+            print(
+                f"(stopped at {len(result.get('pages', []))} pages; more follow: "
+                "mnote page list --all, or --limit N)",
+                file=sys.stderr,
+            )
         return
     if tool == "mnote.doc.history":
         for c in result.get("commits", []):

@@ -166,6 +166,11 @@ class WorkspaceListArgs(_Args):
     folder: str | None = Field(default=None, max_length=1024)
     query: str | None = Field(default=None, max_length=1000)
     limit: int = Field(default=200, ge=1, le=10_000)
+    cursor: str | None = Field(
+        default=None,
+        max_length=4096,
+        description="the nextCursor of the previous answer: the listing goes on after it",
+    )
 
 
 class DocHistoryArgs(_Args):
@@ -248,7 +253,10 @@ class ContextResult(_Result):
 
 class ListResult(_Result):
     pages: list[dict[str, Any]]
-    truncated: bool
+    truncated: bool = Field(description="more pages may follow: call again with nextCursor")
+    nextCursor: str | None = Field(
+        default=None, description="pass as cursor to go on; absent once the listing is whole"
+    )
 
 
 class HistoryResult(_Result):
@@ -470,7 +478,9 @@ _SPECS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "mnote.workspace.list",
-        "List the pages the caller may read: id, path, title, revision; filter by folder or text.",
+        "List the pages the caller may read: id, path, title, revision; filter by folder or text."
+        " Paged: each answer does a bounded amount of work and, if more may follow, gives a"
+        " nextCursor to pass as cursor.",
         WorkspaceListArgs,
         ListResult,
         ("page.read",),
