@@ -81,7 +81,10 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
         if uid is not None and uid != daemon.uid:
             return json_error(403, PermissionDenied("this socket serves its owner only"))
         if request.path != "/v1/health":
-            actor = daemon.actor_for(request.headers.get("Authorization", ""))
+            try:
+                actor = daemon.actor_for(request.headers.get("Authorization", ""))
+            except MnoteError as exc:  # (a damaged token file: that file's error)
+                return json_error(503, exc)
             if actor is None:
                 return json_error(
                     401,
@@ -282,7 +285,10 @@ def stream_stats(app: web.Application) -> dict[str, int]:
 
 
 def _still_valid(daemon: Daemon, authorization: str) -> bool:
-    actor = daemon.actor_for(authorization)
+    try:
+        actor = daemon.actor_for(authorization)
+    except MnoteError:
+        return False
     return actor is not None and actor.invalid_at(time.time()) is None
 
 

@@ -148,9 +148,11 @@ type, default and range."""
 class Daemon:
     """The running daemon: runners by workspace id, the executor, the HTTP app."""
 
-    def __init__(self, config: DaemonConfig, token: str) -> None:
+    def __init__(self, config: DaemonConfig, token: str, token_file: Path | None = None) -> None:
         self.config = config
         self.token = token
+        self.owner_token_file = token_file  # (re-read when it changes: :meth:`owner_token`)
+        self._owner_stamp: tuple[int, ...] | None = None
         self.uid = os.getuid()
         self.service = Service()
         self.runners: dict[str, WorkspaceRunner] = {}
@@ -217,17 +219,50 @@ class Daemon:
 
     # -- calls -----------------------------------------------------------------------------------
     def actor_for(self, authorization: str) -> Actor | None:
+        """The caller a bearer token names, or None. A workspace whose token file is
+        damaged: its error (:class:`WorkspaceInvalid`, naming the file), if no other
+        workspace knows the token."""
         scheme, _, token = authorization.partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
             return None
-        if hmac.compare_digest(token, self.token):
+        if hmac.compare_digest(token, self.owner_token()):
             return Actor.owner()
+        damaged: MnoteError | None = None
         for runner in list(self.runners.values()):
-            record = TokenStore(runner.root / STATE_DIR).find(token)
+            try:
+                record = TokenStore(runner.root / STATE_DIR).find(token)
+            except MnoteError as exc:
+                damaged = damaged or exc
+                continue
             if record is not None:
                 return Actor.from_token(record, workspace_id=runner.workspace_id)
+        if damaged is not None:
+            raise damaged
         return None
+
+    def owner_token(self) -> str:
+        """The owner's token as its file holds it now: a rotated token (the file replaced
+        or rewritten) is taken at the next request, and the old one stops working. A file
+        that is gone or empty keeps the last token read."""
+        path = self.owner_token_file
+        if path is None:
+            return self.token
+        try:
+            st = os.stat(path)
+        except OSError:
+            return self.token
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        if stamp != self._owner_stamp:
+            try:
+                fresh = path.read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError):
+                return self.token
+            self._owner_stamp = stamp
+            if fresh and fresh != self.token:
+                log.info("the owner's token changed (%s); the old one no longer works", path)
+                self.token = fresh
+        return self.token
 
     async def call(self, payload: Any, actor: Actor) -> bytes:
         """Run a tool call on its workspace's thread; the response as sent on the wire."""
@@ -378,8 +413,10 @@ class Daemon:
             return
         try:
             fresh = DaemonConfig.load(self.config.config_file)
-        except MnoteError as exc:
-            log.error("reload failed: %s", exc.message)
+        except MnoteError as exc:  # (the configuration in use stays)
+            log.error(
+                "reload refused, the last good configuration stays: %s (%s)", exc.message, exc.hint
+            )
             return
         wanted = {p.resolve() for p in [*fresh.workspaces, *self.config.pinned]}
         loop = asyncio.get_running_loop()
@@ -493,7 +530,7 @@ def run(config: DaemonConfig) -> int:
         return 2
     token = owner_token(config_dir(), create=True)
     assert token is not None
-    daemon = Daemon(config, token)
+    daemon = Daemon(config, token, config_dir() / "owner.token")
     # Parsed pages are tens of thousands of small objects each; with the default
     # thresholds the cycle collector walks them all many times per edit of a big page.
     # The modules loaded so far never become garbage: keep them out of its walks too.
