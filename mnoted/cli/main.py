@@ -435,9 +435,10 @@ def _install_service(args: argparse.Namespace) -> int:
     from mnoted.server.unit import install
 
     mnoted_bin = shutil.which("mnoted") or str(Path(sys.executable).with_name("mnoted"))
-    for line in install(Path.home(), mnoted_bin, args.workspace, enable=not args.no_enable):
-        print(line)
-    return EXIT_OK
+    done, ok = install(Path.home(), mnoted_bin, args.workspace, enable=not args.no_enable)
+    for line in done:
+        print(line, file=sys.stdout if ok else sys.stderr)
+    return EXIT_OK if ok else EXIT_TOOL
 
 
 def _workspace_here(client: Client) -> str | None:

@@ -94,8 +94,8 @@ def print_response(response: dict[str, Any], color: bool = False) -> None:
         return
     if tool == "mnote.doc.history":
         for c in result.get("commits", []):
-            who = c.get("actor") or c.get("author") or ""
-            print(f"{c['commit'][:10]} {pad(who, 10)} {c['subject']}")
+            who = c.get("author") or c.get("actor") or ""  # (the Git author's name)
+            print(f"{c['commit'][:10]} {pad(who, 16)} {c['subject']}")
             if c.get("commandId") or c.get("traceId"):
                 print(
                     f"           command={c.get('commandId') or ''} trace={c.get('traceId') or ''}"

@@ -46,6 +46,7 @@ from mnoted.server.unixsocket import bind_private
 from mnoted.service.actors import Actor
 from mnoted.service.executor import Service
 from mnoted.service.runner import RunnerConfig, WorkspaceRunner
+from mnoted.store.badnames import names_not_utf8
 from mnoted.store.settings import Setting, read_table, unknown_keys
 from mnoted.store.statedir import STATE_DIR
 from mnoted.store.tokens import TokenStore
@@ -160,6 +161,7 @@ class Daemon:
         self._sites: list[web.SockSite] = []
         self._web: web.AppRunner | None = None
         self._app: web.Application | None = None
+        self._bad_names: dict[Path, tuple[float, tuple[int, list[str]]]] = {}
         self._stop = asyncio.Event()
         self.connections = ConnectionGuard(
             config.limits.first_request_seconds, config.limits.connections_per_caller, 1_000_000
@@ -338,6 +340,8 @@ class Daemon:
                 status = {**_NO_STATUS, "busy": True}
             except MnoteError as exc:  # the repository refuses commits now (HEAD detached, ...)
                 status = {**_NO_STATUS, "refused": exc.to_dict()}
+            if isinstance(status.get("uncommitted"), list):
+                status = await self._with_bad_names(runner, status)
             out.append(
                 {
                     "workspaceId": wid,
@@ -357,6 +361,33 @@ class Daemon:
                 }
             )
         return out
+
+    async def _with_bad_names(
+        self, runner: WorkspaceRunner, status: dict[str, Any]
+    ) -> dict[str, Any]:
+        """``status`` with the files left uncommitted for their names (not UTF-8), looked
+        for off the workspace's thread and at most every :data:`BAD_NAMES_EVERY` seconds."""
+        now = time.monotonic()
+        known = self._bad_names.get(runner.root)
+        if known is None or now - known[0] > BAD_NAMES_EVERY:
+            loop = asyncio.get_running_loop()
+            found = await loop.run_in_executor(
+                None, names_not_utf8, runner.root, UNCOMMITTED_LISTED
+            )
+            known = self._bad_names[runner.root] = (now, found)
+        count, names = known[1]
+        if not count:
+            return status
+        reason = (
+            "its name is not valid UTF-8, so Git, pages and tool calls cannot hold it: "
+            "rename it (e.g. convmv -f latin1 -t utf8 --notest)"
+        )
+        listed = [*status["uncommitted"], *({"path": n, "reason": reason} for n in names)]
+        return {
+            **status,
+            "pendingChanges": (status.get("pendingChanges") or 0) + count,
+            "uncommitted": listed[:UNCOMMITTED_LISTED],
+        }
 
     # -- serving ---------------------------------------------------------------------------------
     async def serve(self) -> None:
@@ -465,6 +496,8 @@ class _GuardedSite(web.SockSite):
 
 
 UNCOMMITTED_LISTED = 50
+BAD_NAMES_EVERY = 5.0
+"""How often a status looks again for names that are not UTF-8 (a walk of the folders)."""
 """How many of a workspace's uncommitted paths its status names (each with its reason)."""
 _NO_STATUS: dict[str, Any] = dict.fromkeys(("head", "branch", "pendingChanges", "uncommitted"))
 
