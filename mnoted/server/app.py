@@ -55,6 +55,12 @@ def json_error(status: int, exc: MnoteError) -> web.Response:
     return web.json_response(error_body(exc), status=status)
 
 
+def _closing(response: web.Response) -> web.Response:
+    """``response``, after which its connection is closed (``Connection: close``)."""
+    response.force_close()
+    return response
+
+
 def json_depth(value: Any, limit: int) -> int:
     """Nesting depth of a parsed JSON value, counted without recursion, capped at ``limit + 1``."""
     deepest = 0
@@ -79,20 +85,23 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
         sock = transport.get_extra_info("socket") if transport else None
         uid = peer_uid(sock) if sock is not None else None
         if uid is not None and uid != daemon.uid:
-            return json_error(403, PermissionDenied("this socket serves its owner only"))
+            return _closing(json_error(403, PermissionDenied("this socket serves its owner only")))
         if request.path != "/v1/health":
             try:
                 actor = daemon.actor_for(request.headers.get("Authorization", ""))
             except MnoteError as exc:  # (a damaged token file: that file's error)
                 return json_error(503, exc)
-            if actor is None:
-                return json_error(
-                    401,
-                    PermissionDenied(
-                        "a valid token is required",
-                        hint="Send 'Authorization: Bearer <token>' (the owner's token is in "
-                        "~/.config/mnoted/owner.token; agents get one from `mnote grant create`).",
-                    ),
+            if actor is None:  # (and the connection closed: no idle unauthenticated ones)
+                return _closing(
+                    json_error(
+                        401,
+                        PermissionDenied(
+                            "a valid token is required",
+                            hint="Send 'Authorization: Bearer <token>' (the owner's token is "
+                            "in ~/.config/mnoted/owner.token; agents get one from `mnote grant "
+                            "create`).",
+                        ),
+                    )
                 )
             request[ACTOR] = actor
         try:

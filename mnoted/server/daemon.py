@@ -30,6 +30,7 @@ from aiohttp import web
 
 from mnoted import __version__
 from mnoted.contract.envelope import wire_bytes
+from mnoted.contract.tools import TOOLS
 from mnoted.errors import (
     InvalidArguments,
     MnoteError,
@@ -47,6 +48,7 @@ from mnoted.service.actors import Actor
 from mnoted.service.executor import Service
 from mnoted.service.runner import RunnerConfig, WorkspaceRunner
 from mnoted.store.badnames import names_not_utf8
+from mnoted.store.config import know_tools
 from mnoted.store.settings import Setting, read_table, unknown_keys
 from mnoted.store.statedir import STATE_DIR
 from mnoted.store.tokens import TokenStore
@@ -156,6 +158,7 @@ class Daemon:
         self._owner_stamp: tuple[int, ...] | None = None
         self.uid = os.getuid()
         self.service = Service()
+        know_tools(TOOLS)  # (a disabledTools entry that names no tool is refused)
         self.runners: dict[str, WorkspaceRunner] = {}
         self.started = time.time()
         self._sites: list[web.SockSite] = []

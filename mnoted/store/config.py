@@ -9,6 +9,7 @@ import fnmatch
 import re
 import secrets
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,6 +80,15 @@ class WorkspaceConfig:
         profile = read_table(data, "profile", SETTINGS["profile"], origin)
         limits = read_table(data, "limits", SETTINGS["limits"], origin)
         ignore = read_table(data, "ignore", SETTINGS["ignore"], origin)
+        unknown = [t for t in profile["disabledTools"] if _known_tools and t not in _known_tools]
+        if unknown:
+            raise WorkspaceInvalid(
+                f"{origin}: [profile] disabledTools names no tool: {', '.join(unknown)}",
+                hint="Name tools as `mnote tools` lists them (e.g. mnote.page.delete) in "
+                f"{origin}.",
+                file=origin,
+                key="profile.disabledTools",
+            )
         return cls(
             workspace_id=wid.strip(),
             disabled_tools=frozenset(profile["disabledTools"]),
@@ -109,6 +119,16 @@ def config_text(root: Path) -> str:
             f"{path} is not UTF-8 ({exc.reason} at byte {exc.start})",
             hint=f"Fix {path} and try again.",
         ) from None
+
+
+_known_tools: frozenset[str] = frozenset()
+
+
+def know_tools(names: Iterable[str]) -> None:
+    """The tool names ``disabledTools`` may hold, given by the composition root (the store
+    does not know the contract); until then any name is taken."""
+    global _known_tools
+    _known_tools = frozenset(names)
 
 
 SETTINGS: dict[str | None, dict[str, Setting]] = {

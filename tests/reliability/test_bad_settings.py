@@ -53,6 +53,17 @@ def test_each_bad_workspace_setting_is_refused_by_name(text: str, key: str) -> N
     assert caught.value.hint
 
 
+def test_a_disabled_tool_that_is_no_tool_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the daemon has told the store the tools' names (``know_tools``)."""
+    from mnoted.contract.tools import TOOLS
+    from mnoted.store import config
+
+    monkeypatch.setattr(config, "_known_tools", frozenset(TOOLS))
+    with pytest.raises(WorkspaceInvalid, match=r"names no tool: mnote\.page\.gett"):
+        WorkspaceConfig.parse(GOOD + '[profile]\ndisabledTools = ["mnote.page.gett"]\n')
+    WorkspaceConfig.parse(GOOD + '[profile]\ndisabledTools = ["mnote.page.get"]\n')
+
+
 def test_good_workspace_settings_are_read() -> None:
     config = WorkspaceConfig.parse(
         GOOD + '[profile]\ndisabledTools = ["mnote.page.get"]\napprovalMode = "yolo"\n'

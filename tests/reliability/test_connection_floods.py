@@ -7,6 +7,7 @@ Every flood comes from other processes, as a runaway or hostile program's would.
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -183,3 +184,16 @@ def test_a_burst_of_callers_is_queued_not_refused() -> None:
             d.proc.send_signal(signal.SIGCONT)
             burst.kill()
             burst.wait()
+
+
+def test_an_unauthenticated_request_closes_its_connection(daemon: DaemonProcess) -> None:
+    """Answered 401, then closed: no connection stays open without a token."""
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(10)
+        s.connect(str(daemon.socket))
+        s.sendall(b"GET /v1/workspaces HTTP/1.1\r\nHost: x\r\n\r\n")
+        answer = b""
+        while chunk := s.recv(65536):  # (to the end: the daemon closes it)
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 401"), answer[:100]
+    assert b"mnote_tool_permission_denied" in answer
