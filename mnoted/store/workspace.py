@@ -117,6 +117,8 @@ PROCESS_LOCK = "daemon.lock"
 COMMITTER = Identity("mnoted", indexer.COMMITTER_EMAIL)
 OWNER_ACTOR = "owner"
 """The owner's actor id (``service.actors.OWNER_ID``): their commits carry their Git identity."""
+IDENTITY_SECONDS = 5.0
+"""How long the person's Git identity, once read, is used before it is read again."""
 _CAS_ATTEMPTS = 5
 TREE_CACHE_LIMIT = 16 << 20
 OBJECT_CACHE_BYTES = 16 << 20
@@ -177,6 +179,7 @@ class Workspace:
         self._merge_job: tuple[Future[_Merged], int, list[str]] | None = None
         self._owner = threading.get_ident()
         self._external = external_identity
+        self._user: tuple[float, Identity | None] | None = None  # (user_identity, read at)
         self._branch = refs.current_branch(self.gitdir)
         self._head: str | None = refs.read_ref(self.gitdir, self._branch)
         self._needs_recovery = False
@@ -1639,8 +1642,15 @@ class Workspace:
         return CommitResult(rec.commit, rec.command_id, parent, tuple(paths), replayed=True)
 
     def user_identity(self) -> Identity | None:
-        """The person's Git identity (``user.name``, ``user.email``), or None if unset."""
-        return self._external or user_identity(self._repo)
+        """The person's Git identity (``user.name``, ``user.email``), or None if unset;
+        read from Git's config again after :data:`IDENTITY_SECONDS` (a read costs about as
+        much as a tenth of a small write)."""
+        if self._external is not None:
+            return self._external
+        now = time.monotonic()
+        if self._user is None or now - self._user[0] > IDENTITY_SECONDS:
+            self._user = (now, user_identity(self._repo))
+        return self._user[1]
 
     def _author(self, meta: CommandMeta) -> pygit2.Signature:
         if meta.author is not None:
