@@ -267,8 +267,6 @@ class _Stream:
             raise _Dropped() from None
         finally:
             self.writing = False
-        if self.ended:
-            raise _Dropped()
 
     def end(self) -> None:
         """Ends the stream at its next turn: its handler returns (and the response ends)."""
