@@ -21,7 +21,7 @@ from tests.e2e.conftest import DaemonProcess
 
 IDLE = 1_100
 BURST = 400
-FIRST_REQUEST_SECONDS = 6.0
+FIRST_REQUEST_SECONDS = 4.0
 
 HOLDER = r"""
 import socket, sys, time

@@ -13,7 +13,7 @@ from pathlib import Path
 from mnoted.store import Workspace
 from tests.e2e.conftest import DaemonProcess
 
-PAGES = int(os.environ.get("MNOTE_LISTING_PAGES", "1000"))
+PAGES = int(os.environ.get("MNOTE_LISTING_PAGES", "500"))
 
 
 def page(i: int) -> str:
