@@ -148,6 +148,10 @@ def parser() -> argparse.ArgumentParser:
     ls = page.add_parser("list", help=_calls("mnote.workspace.list"))
     ls.add_argument("--folder", help="only pages under this folder")
     ls.add_argument("--query", help="only pages whose path or title contains this")
+    ls.add_argument(
+        "--limit", type=int, default=200, help="list at most this many pages (default: 200)"
+    )
+    ls.add_argument("--all", action="store_true", help="every page, however many (paged)")
     f = page.add_parser("fetch", help=_calls("mnote.doc.fetch"))
     f.add_argument("doc", help=_DOC)
     f.add_argument(
@@ -378,12 +382,11 @@ def tool_call(args: argparse.Namespace) -> tuple[str, str | None, dict[str, Any]
             body["title"] = args.title
         return "mnote.page.create", None, body, dry
     if sub == "list":
-        return (
-            "mnote.workspace.list",
-            None,
-            {k: v for k, v in (("folder", args.folder), ("query", args.query)) if v},
-            False,
-        )
+        listed: dict[str, Any] = {
+            k: v for k, v in (("folder", args.folder), ("query", args.query)) if v
+        }
+        listed["limit"] = max(1, min(args.limit, LIST_PAGE))
+        return "mnote.workspace.list", None, listed, False
     if sub == "fetch":
         fetch: dict[str, Any] = {"scope": args.scope, "format": args.format}
         if args.block_ids:
@@ -473,9 +476,10 @@ def _install_service(args: argparse.Namespace) -> int:
     from mnoted.server.unit import install
 
     mnoted_bin = shutil.which("mnoted") or str(Path(sys.executable).with_name("mnoted"))
-    for line in install(Path.home(), mnoted_bin, args.workspace, enable=not args.no_enable):
-        print(line)
-    return EXIT_OK
+    done, ok = install(Path.home(), mnoted_bin, args.workspace, enable=not args.no_enable)
+    for line in done:
+        print(line, file=sys.stdout if ok else sys.stderr)
+    return EXIT_OK if ok else EXIT_TOOL
 
 
 def _workspace_here(client: Client) -> str | None:
@@ -492,6 +496,36 @@ def _workspace_here(client: Client) -> str | None:
         if ws.get("root") and here.is_relative_to(Path(ws["root"]))
     ]
     return max(inside)[1] if inside else None
+
+
+LIST_PAGE = 1000
+"""Pages asked for per call by `mnote page list` (the tool takes up to 10,000)."""
+
+
+def _page_list(
+    client: Client, listing: dict[str, Any], workspace: str | None, limit: int, every: bool
+) -> dict[str, Any]:
+    """``workspace.list`` called with each ``nextCursor`` in turn until ``limit`` pages are
+    listed (all of them with ``every``); one answer holding them all, ``truncated`` if it
+    stopped at the limit with more to come."""
+    pages: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        want = LIST_PAGE if every else max(1, min(limit - len(pages), LIST_PAGE))
+        call_args = {**listing, "limit": want, **({"cursor": cursor} if cursor else {})}
+        response = client.call("mnote.workspace.list", None, call_args, False, workspace)
+        if not response.get("ok"):
+            return response
+        result = response["result"]
+        pages += result["pages"]
+        cursor = result.get("nextCursor")
+        if cursor is None or (not every and len(pages) >= limit):
+            break
+    result = {**result, "pages": pages, "truncated": cursor is not None}
+    result.pop("nextCursor", None)
+    if cursor is not None:
+        result["nextCursor"] = cursor
+    return {**response, "result": result}
 
 
 def _workspace_log(client: Client, args: argparse.Namespace) -> int:
@@ -563,7 +597,10 @@ def main(argv: list[str] | None = None) -> int:
             "reason": getattr(args, "header_reason", None),
             "actorType": "cli",
         }
-        response = client.call(tool, doc, tool_args, dry, workspace, base, header)
+        if tool == "mnote.workspace.list" and args.cmd == "page":
+            response = _page_list(client, tool_args, workspace, args.limit, args.all)
+        else:
+            response = client.call(tool, doc, tool_args, dry, workspace, base, header)
         if args.json:
             print_json(response)
         else:

@@ -87,11 +87,17 @@ def print_response(response: dict[str, Any], color: bool = False) -> None:
     if tool == "mnote.workspace.list":
         for page in result.get("pages", []):
             print(f"{page['documentId']:<26} {pad(page['path'], 40)} {page['title']}")
+        if result.get("truncated"):
+            print(
+                f"(stopped at {len(result.get('pages', []))} pages; more follow: "
+                "mnote page list --all, or --limit N)",
+                file=sys.stderr,
+            )
         return
     if tool == "mnote.doc.history":
         for c in result.get("commits", []):
-            who = c.get("actor") or c.get("author") or ""
-            print(f"{c['commit'][:10]} {pad(who, 10)} {c['subject']}")
+            who = c.get("author") or c.get("actor") or ""  # (the Git author's name)
+            print(f"{c['commit'][:10]} {pad(who, 16)} {c['subject']}")
             if c.get("commandId") or c.get("traceId"):
                 print(
                     f"           command={c.get('commandId') or ''} trace={c.get('traceId') or ''}"

@@ -238,6 +238,11 @@ class WorkspaceListArgs(_Args):
         default=None, max_length=1000, description="only pages whose path or title has this"
     )
     limit: int = Field(default=200, ge=1, le=10_000, description="most pages to list")
+    cursor: str | None = Field(
+        default=None,
+        max_length=4096,
+        description="the nextCursor of the previous answer: the listing goes on after it",
+    )
 
 
 class DocHistoryArgs(_Args):
@@ -369,7 +374,10 @@ class ContextResult(_Result):
 
 class ListResult(_Result):
     pages: list[dict[str, Any]]
-    truncated: bool
+    truncated: bool = Field(description="more pages may follow: call again with nextCursor")
+    nextCursor: str | None = Field(
+        default=None, description="pass as cursor to go on; absent once the listing is whole"
+    )
 
 
 class HistoryResult(_Result):
@@ -593,7 +601,9 @@ _SPECS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "mnote.workspace.list",
-        "List the pages the caller may read: id, path, title, revision; filter by folder or text.",
+        "List the pages the caller may read: id, path, title, revision; filter by folder or text."
+        " Paged: each answer does a bounded amount of work and, if more may follow, gives a"
+        " nextCursor to pass as cursor.",
         WorkspaceListArgs,
         ListResult,
         ("page.read",),

@@ -9,8 +9,10 @@ the same ``error`` object. Nothing a client sends can stop the daemon.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import socket
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -40,6 +42,11 @@ class Limits:
     heartbeat_seconds: float = 15.0
     keepalive_seconds: float = 75.0  # an idle kept connection is closed after this
     request_seconds: float = 120.0
+    first_request_seconds: float = 5.0  # a connection that sends no request head is closed
+    connections_per_caller: int = 256  # open connections one process may hold
+    event_write_seconds: float = 5.0  # an event stream whose reader takes no bytes is dropped
+    event_buffer: int = 1_000  # events held for one stream's reader before it is dropped
+    event_buffer_bytes: int = 65_536  # bytes of events held in one stream's socket buffers
 
 
 def error_body(exc: MnoteError) -> dict[str, Any]:
@@ -58,6 +65,12 @@ def error_body(exc: MnoteError) -> dict[str, Any]:
 
 def json_error(status: int, exc: MnoteError) -> web.Response:
     return web.json_response(error_body(exc), status=status)
+
+
+def _closing(response: web.Response) -> web.Response:
+    """``response``, after which its connection is closed (``Connection: close``)."""
+    response.force_close()
+    return response
 
 
 def json_depth(value: Any, limit: int) -> int:
@@ -80,20 +93,26 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
     @web.middleware
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         transport = request.transport
+        daemon.connections.request_started(transport)
         sock = transport.get_extra_info("socket") if transport else None
         uid = peer_uid(sock) if sock is not None else None
         if uid is not None and uid != daemon.uid:
-            return json_error(403, PermissionDenied("this socket serves its owner only"))
+            return _closing(json_error(403, PermissionDenied("this socket serves its owner only")))
         if request.path != "/v1/health":
-            actor = daemon.actor_for(request.headers.get("Authorization", ""))
-            if actor is None:
-                return json_error(
-                    401,
-                    PermissionDenied(
-                        "a valid token is required",
-                        hint="Send 'Authorization: Bearer <token>'; an agent's token is made "
-                        "by its owner with `mnote grant create`.",
-                    ),
+            try:
+                actor = daemon.actor_for(request.headers.get("Authorization", ""))
+            except MnoteError as exc:  # (a damaged token file: that file's error)
+                return json_error(503, exc)
+            if actor is None:  # (and the connection closed: no idle unauthenticated ones)
+                return _closing(
+                    json_error(
+                        401,
+                        PermissionDenied(
+                            "a valid token is required",
+                            hint="Send 'Authorization: Bearer <token>'; an agent's token is "
+                            "made by its owner with `mnote grant create`.",
+                        ),
+                    )
                 )
             invalid = actor.invalid_at(daemon.service.clock())
             if invalid is not None and request.path != "/v1/tools/call":
@@ -168,41 +187,55 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
 
     async def events(request: web.Request) -> web.StreamResponse:
         actor = request[ACTOR]
+        authorization = request.headers.get("Authorization", "")
+        why = actor.invalid_at(time.time())
+        if why is not None:
+            return json_error(401, PermissionDenied(f"{why}; no events for it"))
         response = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
+        stream = _Stream(request.transport, limits.event_buffer)
+        _bound_buffers(request.transport, limits.event_buffer_bytes)
         await response.prepare(request)
-        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(maxsize=10_000)
         loop = asyncio.get_running_loop()
 
         def deliver(event: dict[str, Any]) -> None:
             if daemon.may_see(actor, event):
-                loop.call_soon_threadsafe(_offer, queue, visibility.public(event))
+                loop.call_soon_threadsafe(stream.offer, visibility.public(event))
 
         unsubscribe = daemon.service.events.subscribe(deliver)
-        request.app[STREAMS].add(queue)
+        request.app[STREAMS].add(stream)
+        quiet = 0.0
         sent = 0  # ids count this stream's events only: a gap would tell of a hidden one
         try:
-            await response.write(b": connected\n\n")
-            while True:
+            await stream.send(response, b": connected\n\n", limits.event_write_seconds)
+            while not stream.ended:
                 try:
-                    event = await asyncio.wait_for(queue.get(), limits.heartbeat_seconds)
+                    event = await asyncio.wait_for(stream.queue.get(), TOKEN_CHECK_SECONDS)
                 except TimeoutError:
-                    await response.write(b": ping\n\n")
-                    continue
-                if event is None:  # the daemon stops (`_end_streams`)
+                    event = None
+                    quiet += TOKEN_CHECK_SECONDS
+                if stream.ended:  # the daemon stops (`_end_streams`)
                     break
+                # the stream lasts as long as its token acts (revoked, expired, rotated: ends)
+                if not _still_valid(daemon, authorization):
+                    break
+                if event is None:
+                    if quiet >= limits.heartbeat_seconds:
+                        quiet = 0.0
+                        await stream.send(response, b": ping\n\n", limits.event_write_seconds)
+                    continue
+                quiet = 0.0
                 sent += 1
                 event["id"] = sent
                 data = json.dumps(event, separators=(",", ":"))
-                await response.write(
-                    f"id: {event['id']}\nevent: {event['type']}\ndata: {data}\n\n".encode()
-                )
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
+                chunk = f"id: {event['id']}\nevent: {event['type']}\ndata: {data}\n\n"
+                await stream.send(response, chunk.encode(), limits.event_write_seconds)
+        except (ConnectionResetError, asyncio.CancelledError, _Dropped):
+            stream.drop()
         finally:
             unsubscribe()
-            request.app[STREAMS].discard(queue)
+            request.app[STREAMS].discard(stream)
         return response
 
     app = web.Application(middlewares=[guard], client_max_size=limits.max_body_bytes)
@@ -217,21 +250,101 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
     return app
 
 
-STREAMS = web.AppKey("streams", set["asyncio.Queue[dict[str, Any] | None]"])
-"""The queues of the open ``/v1/events`` streams."""
+STREAMS = web.AppKey("streams", set["_Stream"])
+"""The open ``/v1/events`` streams."""
+
+TOKEN_CHECK_SECONDS = 1.0
+"""How often a quiet event stream checks that its token still acts (and on each event)."""
+
+
+class _Dropped(Exception):
+    """An event stream's reader stopped taking bytes, or fell a whole buffer behind."""
+
+
+class _Stream:
+    """One ``/v1/events`` subscriber: at most ``buffer`` events held for it, and a write
+    that does not complete in time drops it, so a reader that stops reading costs a
+    bounded amount of memory and never holds the daemon's stop."""
+
+    def __init__(self, transport: asyncio.BaseTransport | None, buffer: int) -> None:
+        self.transport = transport
+        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=buffer)
+        self.ended = False
+        self.writing = False
+
+    dropped = 0  # (streams dropped since the daemon started)
+
+    def offer(self, event: dict[str, Any]) -> None:
+        if self.ended:
+            return
+        if self.queue.full():  # a whole buffer behind: dropped, never the daemon's memory
+            log.info("dropping an event stream %d events behind", self.queue.qsize())
+            _Stream.dropped += 1
+            self.drop()
+            return
+        self.queue.put_nowait(event)
+
+    async def send(self, response: web.StreamResponse, data: bytes, seconds: float) -> None:
+        self.writing = True
+        try:
+            await asyncio.wait_for(response.write(data), seconds)
+        except TimeoutError:
+            log.info("dropping an event stream whose reader took nothing for %.0fs", seconds)
+            _Stream.dropped += 1
+            raise _Dropped() from None
+        finally:
+            self.writing = False
+
+    def end(self) -> None:
+        """Ends the stream at its next turn: its handler returns (and the response ends)."""
+        self.ended = True
+        with contextlib.suppress(asyncio.QueueFull):
+            self.queue.put_nowait({})  # (wakes the handler)
+
+    def drop(self) -> None:
+        """Ends the stream and closes its connection at once (its reader is not reading)."""
+        self.ended = True
+        if isinstance(self.transport, asyncio.Transport) and not self.transport.is_closing():
+            self.transport.abort()
+
+
+def stream_stats(app: web.Application) -> dict[str, int]:
+    """The open event streams, those whose write waits on their reader, and those dropped."""
+    streams: set[_Stream] = app[STREAMS]
+    return {
+        "open": len(streams),
+        "waiting": sum(1 for s in streams if s.writing),
+        "dropped": _Stream.dropped,
+    }
+
+
+def _still_valid(daemon: Daemon, authorization: str) -> bool:
+    try:
+        actor = daemon.actor_for(authorization)
+    except MnoteError:
+        return False
+    return actor is not None and actor.invalid_at(time.time()) is None
+
+
+def _bound_buffers(transport: asyncio.BaseTransport | None, size: int) -> None:
+    """At most ``size`` bytes waiting in the connection's own and the kernel's buffers: a
+    reader that stops reading is found after that much, not after megabytes."""
+    if not isinstance(transport, asyncio.WriteTransport):
+        return
+    transport.set_write_buffer_limits(high=size)
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
 
 
 async def _end_streams(app: web.Application) -> None:
-    """End every event stream as the daemon stops. A stream lasts as long as its reader
-    listens, and aiohttp waits for every handler before it closes: a reader still
-    listening held ``mnoted`` for its 60-second limit after SIGTERM, and one gone a
-    moment before held it until the next ping (15 s)."""
-    for queue in app[STREAMS]:
-        while queue.full():
-            queue.get_nowait()
-        queue.put_nowait(None)
-
-
-def _offer(queue: asyncio.Queue[dict[str, Any] | None], event: dict[str, Any]) -> None:
-    if not queue.full():  # a reader too slow to keep up loses events, never the daemon memory
-        queue.put_nowait(event)
+    """End every event stream as the daemon stops: aiohttp waits for every handler before
+    it closes, so a stream whose reader listens is ended, and one whose reader stopped
+    reading (its write waiting) is closed at once."""
+    streams: set[_Stream] = app[STREAMS]
+    for stream in list(streams):
+        if stream.writing:
+            stream.drop()
+        else:
+            stream.end()

@@ -30,6 +30,7 @@ from aiohttp import web
 
 from mnoted import __version__
 from mnoted.contract.envelope import wire_bytes
+from mnoted.contract.tools import TOOLS
 from mnoted.errors import (
     InvalidArguments,
     MnoteError,
@@ -38,7 +39,8 @@ from mnoted.errors import (
     WorkspaceInvalid,
 )
 from mnoted.server.allocator import fix_thresholds, give_back
-from mnoted.server.app import Limits, build_app
+from mnoted.server.app import Limits, build_app, stream_stats
+from mnoted.server.connections import BACKLOG, FILES_RESERVED, ConnectionGuard, raise_open_files
 from mnoted.server.locations import (
     config_dir,
     default_socket_path,
@@ -52,6 +54,9 @@ from mnoted.service import visibility
 from mnoted.service.actors import Actor
 from mnoted.service.executor import Service
 from mnoted.service.runner import RunnerConfig, WorkspaceRunner
+from mnoted.store.badnames import names_not_utf8
+from mnoted.store.config import know_tools
+from mnoted.store.settings import Setting, read_table, unknown_keys
 from mnoted.store.statedir import STATE_DIR
 from mnoted.store.tokens import TokenStore
 
@@ -72,50 +77,105 @@ class DaemonConfig:
 
     @classmethod
     def load(cls, path: Path) -> DaemonConfig:
-        """``config.toml``: ``workspaces``, ``socket``, ``listen``, ``[limits]``, ``[sync]``."""
+        """``config.toml``: ``workspaces``, ``socket``, ``listen``, ``[limits]``, ``[sync]``;
+        every key checked (:data:`SETTINGS`), :class:`WorkspaceInvalid` naming the first
+        one that is wrong."""
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return cls(config_file=path)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise WorkspaceInvalid(
+                f"{path} cannot be read: {exc}", hint=f"Fix {path} and try again."
+            ) from None
+        try:
+            data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise WorkspaceInvalid(f"{path} is not valid TOML: {exc}") from exc
-        limits = data.get("limits", {})
-        sync = data.get("sync", {})
+            raise WorkspaceInvalid(
+                f"{path} is not valid TOML: {exc}", hint=f"Fix {path} and try again."
+            ) from None
+        origin = str(path)
+        unknown_keys(data, SETTINGS, origin)
+        top = read_table(data, None, SETTINGS[None], origin)
+        limits = read_table(data, "limits", SETTINGS["limits"], origin)
+        sync = read_table(data, "sync", SETTINGS["sync"], origin)
         return cls(
-            workspaces=[Path(p).expanduser() for p in data.get("workspaces", [])],
-            socket=Path(data["socket"]).expanduser() if "socket" in data else default_socket_path(),
-            listen=[Path(p).expanduser() for p in data.get("listen", [])],
+            workspaces=[Path(p).expanduser() for p in top["workspaces"]],
+            socket=Path(top["socket"]).expanduser() if top["socket"] else default_socket_path(),
+            listen=[Path(p).expanduser() for p in top["listen"]],
             limits=Limits(
-                max_body_bytes=int(limits.get("maxBodyBytes", Limits.max_body_bytes)),
-                max_json_depth=int(limits.get("maxJsonDepth", Limits.max_json_depth)),
-                request_seconds=float(limits.get("requestSeconds", Limits.request_seconds)),
-                keepalive_seconds=float(limits.get("keepAliveSeconds", Limits.keepalive_seconds)),
+                max_body_bytes=limits["maxBodyBytes"],
+                max_json_depth=limits["maxJsonDepth"],
+                heartbeat_seconds=limits["heartbeatSeconds"],
+                request_seconds=limits["requestSeconds"],
+                keepalive_seconds=limits["keepAliveSeconds"],
+                first_request_seconds=limits["firstRequestSeconds"],
+                connections_per_caller=limits["connectionsPerCaller"],
+                event_write_seconds=limits["eventWriteSeconds"],
+                event_buffer=limits["eventBuffer"],
+                event_buffer_bytes=limits["eventBufferBytes"],
             ),
             runner=RunnerConfig(
-                watch=bool(sync.get("watch", True)),
-                quiet_seconds=float(sync.get("quietSeconds", RunnerConfig.quiet_seconds)),
-                max_delay_seconds=float(
-                    sync.get("maxDelaySeconds", RunnerConfig.max_delay_seconds)
-                ),
-                reconcile_every=float(sync.get("reconcileSeconds", RunnerConfig.reconcile_every)),
+                watch=sync["watch"],
+                quiet_seconds=sync["quietSeconds"],
+                max_delay_seconds=sync["maxDelaySeconds"],
+                reconcile_every=sync["reconcileSeconds"],
             ),
             config_file=path,
         )
 
 
+_DAY = 86_400.0
+SETTINGS: dict[str | None, dict[str, Setting]] = {
+    None: {
+        "workspaces": Setting("list", []),
+        "socket": Setting("str", ""),
+        "listen": Setting("list", []),
+    },
+    "limits": {
+        "maxBodyBytes": Setting("int", Limits.max_body_bytes, 1024, 1 << 30),
+        "maxJsonDepth": Setting("int", Limits.max_json_depth, 4, 10_000),
+        "heartbeatSeconds": Setting("float", Limits.heartbeat_seconds, 0.1, 3600),
+        "requestSeconds": Setting("float", Limits.request_seconds, 0.1, _DAY),
+        "keepAliveSeconds": Setting("float", Limits.keepalive_seconds, 0.1, _DAY),
+        "firstRequestSeconds": Setting("float", Limits.first_request_seconds, 0.1, 3600),
+        "connectionsPerCaller": Setting("int", Limits.connections_per_caller, 1, 1_000_000),
+        "eventWriteSeconds": Setting("float", Limits.event_write_seconds, 0.1, 3600),
+        "eventBuffer": Setting("int", Limits.event_buffer, 1, 1_000_000),
+        "eventBufferBytes": Setting("int", Limits.event_buffer_bytes, 4096, 1 << 26),
+    },
+    "sync": {
+        "watch": Setting("bool", RunnerConfig.watch),
+        "quietSeconds": Setting("float", RunnerConfig.quiet_seconds, 0.0, 3600),
+        "maxDelaySeconds": Setting("float", RunnerConfig.max_delay_seconds, 0.01, _DAY),
+        "reconcileSeconds": Setting("float", RunnerConfig.reconcile_every, 0.1, _DAY * 7),
+    },
+}
+"""Every key of the daemon's ``config.toml``, by table (None: the top level), with its
+type, default and range."""
+
+
 class Daemon:
     """The running daemon: runners by workspace id, the executor, the HTTP app."""
 
-    def __init__(self, config: DaemonConfig, token: str) -> None:
+    def __init__(self, config: DaemonConfig, token: str, token_file: Path | None = None) -> None:
         self.config = config
         self.token = token
+        self.owner_token_file = token_file  # (re-read when it changes: :meth:`owner_token`)
+        self._owner_stamp: tuple[int, ...] | None = None
         self.uid = os.getuid()
         self.service = Service()
+        know_tools(TOOLS)  # (a disabledTools entry that names no tool is refused)
         self.runners: dict[str, WorkspaceRunner] = {}
         self.started = time.time()
         self._sites: list[web.SockSite] = []
         self._web: web.AppRunner | None = None
+        self._app: web.Application | None = None
+        self._bad_names: dict[Path, tuple[float, tuple[int, list[str]]]] = {}
         self._stop = asyncio.Event()
+        self.connections = ConnectionGuard(
+            config.limits.first_request_seconds, config.limits.connections_per_caller, 1_000_000
+        )
 
     # -- workspaces --------------------------------------------------------------------------
     def open_workspaces(self, roots: Sequence[Path], required: Sequence[Path] = ()) -> None:
@@ -171,17 +231,50 @@ class Daemon:
 
     # -- calls -----------------------------------------------------------------------------------
     def actor_for(self, authorization: str) -> Actor | None:
+        """The caller a bearer token names, or None. A workspace whose token file is
+        damaged: its error (:class:`WorkspaceInvalid`, naming the file), if no other
+        workspace knows the token."""
         scheme, _, token = authorization.partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
             return None
-        if hmac.compare_digest(token, self.token):
+        if hmac.compare_digest(token, self.owner_token()):
             return Actor.owner()
+        damaged: MnoteError | None = None
         for runner in list(self.runners.values()):
-            record = TokenStore(runner.root / STATE_DIR).find(token)
+            try:
+                record = TokenStore(runner.root / STATE_DIR).find(token)
+            except MnoteError as exc:
+                damaged = damaged or exc
+                continue
             if record is not None:
                 return Actor.from_token(record, workspace_id=runner.workspace_id)
+        if damaged is not None:
+            raise damaged
         return None
+
+    def owner_token(self) -> str:
+        """The owner's token as its file holds it now: a rotated token (the file replaced
+        or rewritten) is taken at the next request, and the old one stops working. A file
+        that is gone or empty keeps the last token read."""
+        path = self.owner_token_file
+        if path is None:
+            return self.token
+        try:
+            st = os.stat(path)
+        except OSError:
+            return self.token
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        if stamp != self._owner_stamp:
+            try:
+                fresh = path.read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError):
+                return self.token
+            self._owner_stamp = stamp
+            if fresh and fresh != self.token:
+                log.info("the owner's token changed (%s); the old one no longer works", path)
+                self.token = fresh
+        return self.token
 
     async def call(self, payload: Any, actor: Actor) -> bytes:
         """Run a tool call on its workspace's thread; the response as sent on the wire."""
@@ -234,6 +327,8 @@ class Daemon:
             "uptimeSeconds": round(time.time() - self.started, 3),
             "workspaces": len(self.runners),
             "socket": str(self.config.socket),
+            "connections": self.connections.stats(),
+            "eventStreams": stream_stats(self._app) if self._app is not None else None,
         }
 
     async def workspace_status(self, actor: Actor) -> list[dict[str, Any]]:
@@ -252,6 +347,8 @@ class Daemon:
                 status = {**_NO_STATUS, "busy": True}
             except MnoteError as exc:  # the repository refuses commits now (HEAD detached, ...)
                 status = {**_NO_STATUS, "refused": exc.to_dict()}
+            if isinstance(status.get("uncommitted"), list):
+                status = await self._with_bad_names(runner, status)
             out.append(
                 {
                     "workspaceId": wid,
@@ -272,13 +369,43 @@ class Daemon:
             )
         return out
 
+    async def _with_bad_names(
+        self, runner: WorkspaceRunner, status: dict[str, Any]
+    ) -> dict[str, Any]:
+        """``status`` with the files left uncommitted for their names (not UTF-8), looked
+        for off the workspace's thread and at most every :data:`BAD_NAMES_EVERY` seconds."""
+        now = time.monotonic()
+        known = self._bad_names.get(runner.root)
+        if known is None or now - known[0] > BAD_NAMES_EVERY:
+            loop = asyncio.get_running_loop()
+            found = await loop.run_in_executor(
+                None, names_not_utf8, runner.root, UNCOMMITTED_LISTED
+            )
+            known = self._bad_names[runner.root] = (now, found)
+        count, names = known[1]
+        if not count:
+            return status
+        reason = (
+            "its name is not valid UTF-8, so Git, pages and tool calls cannot hold it: "
+            "rename it (e.g. convmv -f latin1 -t utf8 --notest)"
+        )
+        listed = [*status["uncommitted"], *({"path": n, "reason": reason} for n in names)]
+        return {
+            **status,
+            "pendingChanges": (status.get("pendingChanges") or 0) + count,
+            "uncommitted": listed[:UNCOMMITTED_LISTED],
+        }
+
     # -- serving ---------------------------------------------------------------------------------
     async def serve(self) -> None:
         loop = asyncio.get_running_loop()
+        files = raise_open_files()
+        self.connections.total = max(64, files - FILES_RESERVED)
+        log.info("open-file limit %d; at most %d connections", files, self.connections.total)
         await loop.run_in_executor(
             None, self.open_workspaces, self.config.workspaces, self.config.pinned
         )
-        app = build_app(self, self.config.limits)
+        app = self._app = build_app(self, self.config.limits)
         self._web = web.AppRunner(
             app,
             handle_signals=False,
@@ -288,7 +415,7 @@ class Daemon:
         await self._web.setup()
         for path in [self.config.socket, *self.config.listen]:
             sock = bind_private(path)
-            site = web.SockSite(self._web, sock)
+            site = _GuardedSite(self._web, sock, self.connections)
             await site.start()
             self._sites.append(site)
             log.info("listening socket=%s", path)
@@ -328,8 +455,10 @@ class Daemon:
             return
         try:
             fresh = DaemonConfig.load(self.config.config_file)
-        except MnoteError as exc:
-            log.error("reload failed: %s", exc.message)
+        except MnoteError as exc:  # (the configuration in use stays)
+            log.error(
+                "reload refused, the last good configuration stays: %s (%s)", exc.message, exc.hint
+            )
             return
         wanted = {p.resolve() for p in [*fresh.workspaces, *self.config.pinned]}
         loop = asyncio.get_running_loop()
@@ -349,6 +478,7 @@ class Daemon:
     async def shutdown(self) -> None:
         if self._web is not None:
             await self._web.cleanup()
+        self.connections.close_all()
         loop = asyncio.get_running_loop()
         for wid in list(self.runners):
             await loop.run_in_executor(None, self.close_workspace, wid)
@@ -359,7 +489,27 @@ class Daemon:
         log.info("stopped")
 
 
+class _GuardedSite(web.SockSite):
+    """aiohttp's Unix-socket site with :data:`BACKLOG` and each connection admitted by the
+    daemon's :class:`ConnectionGuard` (``SockSite`` listens again with a backlog of 128)."""
+
+    def __init__(self, runner: web.AppRunner, sock: Any, guard: ConnectionGuard) -> None:
+        super().__init__(runner, sock, backlog=BACKLOG)
+        self._guard = guard
+
+    async def start(self) -> None:
+        await web.BaseSite.start(self)  # (registers the site with its runner)
+        server = self._runner.server
+        assert server is not None
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            self._guard.factory(server), sock=self._sock, backlog=BACKLOG
+        )
+
+
 UNCOMMITTED_LISTED = 50
+BAD_NAMES_EVERY = 5.0
+"""How often a status looks again for names that are not UTF-8 (a walk of the folders)."""
 """How many of a workspace's uncommitted paths its status names (each with its reason)."""
 _NO_STATUS: dict[str, Any] = dict.fromkeys(("head", "branch", "pendingChanges", "uncommitted"))
 
@@ -432,7 +582,7 @@ def run(config: DaemonConfig) -> int:
         return 2
     token = owner_token(config_dir(), create=True)
     assert token is not None
-    daemon = Daemon(config, token)
+    daemon = Daemon(config, token, config_dir() / "owner.token")
     # Parsed pages are tens of thousands of small objects each; with the default
     # thresholds the cycle collector walks them all many times per edit of a big page.
     # The modules loaded so far never become garbage: keep them out of its walks too.

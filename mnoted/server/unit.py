@@ -30,6 +30,11 @@ RestartSec=2
 WatchdogSec=60
 TimeoutStopSec=30
 Environment=MNOTED_LOG=info
+# Room for connections and packs (the daemon raises its soft limit to this hard one), and a
+# ceiling on memory that a note or caller cannot push the machine past.
+LimitNOFILE=65536
+MemoryHigh=1536M
+MemoryMax=2G
 # Sandboxing that still lets it write the workspaces under the home folder.
 NoNewPrivileges=yes
 PrivateTmp=yes
@@ -63,10 +68,14 @@ def unit_word(path: str) -> str:
     return word
 
 
-def install(home: Path, exec_start: str, workspaces: list[Path], *, enable: bool) -> list[str]:
+def install(
+    home: Path, exec_start: str, workspaces: list[Path], *, enable: bool
+) -> tuple[list[str], bool]:
     """Write the unit (and the workspaces into the config file); enable it if asked.
 
-    Returns what was done, one line each, for the user to read.
+    Returns what was done, one line each, for the user to read, and whether all of it
+    was: False when enabling was asked for and systemd could not be reached, reloaded or
+    told to start the unit.
     """
     done = []
     unit_dir = home / ".config" / "systemd" / "user"
@@ -100,11 +109,13 @@ def install(home: Path, exec_start: str, workspaces: list[Path], *, enable: bool
             result = subprocess.run([systemctl, "--user", *args], capture_output=True, text=True)
             if result.returncode != 0:
                 done.append(f"systemctl --user {' '.join(args)} failed: {result.stderr.strip()}")
-                return done
+                return done, False
         done.append("enabled and started mnoted.service (systemctl --user status mnoted)")
-    else:
-        done.append(
-            "enable it with: systemctl --user daemon-reload && "
-            "systemctl --user enable --now mnoted.service"
-        )
-    return done
+        return done, True
+    if enable:
+        done.append("systemctl was not found: the unit is written but systemd was not told")
+    done.append(
+        "enable it with: systemctl --user daemon-reload && "
+        "systemctl --user enable --now mnoted.service"
+    )
+    return done, not enable

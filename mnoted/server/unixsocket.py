@@ -15,6 +15,7 @@ import struct
 from pathlib import Path
 
 from mnoted.errors import WorkspaceInvalid
+from mnoted.server.connections import BACKLOG
 
 MAX_PATH = 107  # sun_path is 108 bytes with the trailing NUL
 
@@ -67,7 +68,7 @@ def bind_private(path: Path) -> socket.socket:
     finally:
         os.umask(old)
     os.chmod(path, 0o600)
-    sock.listen(128)
+    sock.listen(BACKLOG)
     sock.setblocking(False)
     return sock
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import bisect
+import itertools
+import time
 from typing import Any
 
 from mnoted.core import commands as C
@@ -156,25 +160,41 @@ def _block_header(call: Call, loaded: LoadedPage, edit: C.EditResult) -> dict[st
     return header
 
 
+LIST_SECONDS = 0.25
+"""Work one ``workspace.list`` answer does at most (each uncached page it lists or matches
+is read and parsed): the rest is the next page's, through ``nextCursor``. The workspace's
+other callers wait this long behind a listing at most, whatever its size."""
+
+
 @handles("mnote.workspace.list", store_only=True)
 def workspace_list(call: Call) -> dict[str, Any]:
+    """One page of the listing, in path order, from after ``cursor``.
+
+    The cursor is the path of the last page this caller may read that the answer looked
+    at: it never names a page hidden from the caller, and it always moves on."""
     ws = call.ws
     args = call.args
     folder = (args.folder or "").strip("/")
     needle = (args.query or "").casefold()
+    after = _cursor_path(args.cursor) if args.cursor else None
+    entries = ws.listing(under=f"{folder}/" if folder else "")
+    start = 0 if after is None else bisect.bisect_right([e[0].path for e in entries], after)
     pages: list[dict[str, Any]] = []
-    truncated = False
-    for doc, blob, revision in ws.listing(under=f"{folder}/" if folder else ""):
+    deadline = time.monotonic() + LIST_SECONDS
+    last_seen: str | None = None
+    more = False
+    for doc, blob, revision in itertools.islice(entries, start, None):
         if not call.may_see(doc.path) or ws.filter_of(doc.path):
             continue  # (a filtered page's blob is not its text: it is not served)
+        if len(pages) >= args.limit or (last_seen is not None and time.monotonic() > deadline):
+            more = True
+            break
+        last_seen = doc.path
         page = call.service.pages.at_blob(ws, doc, blob)
         if page is None:
             continue
         if needle and needle not in doc.path.casefold() and needle not in page.title.casefold():
             continue
-        if len(pages) >= args.limit:
-            truncated = True
-            break
         pages.append(
             {
                 "documentId": doc.document_id,
@@ -183,7 +203,31 @@ def workspace_list(call: Call) -> dict[str, Any]:
                 "revision": revision,
             }
         )
-    return {"workspaceId": ws.workspace_id, "pages": pages, "truncated": truncated}
+    result: dict[str, Any] = {"workspaceId": ws.workspace_id, "pages": pages, "truncated": more}
+    if more and last_seen is not None:
+        result["nextCursor"] = _CURSOR + base64.urlsafe_b64encode(last_seen.encode("utf-8")).decode(
+            "ascii"
+        )
+    return result
+
+
+_CURSOR = "c1."
+
+
+def _cursor_path(cursor: str) -> str:
+    try:
+        if not cursor.startswith(_CURSOR):
+            raise ValueError(cursor)
+        raw = base64.b64decode(cursor[len(_CURSOR) :], altchars=b"-_", validate=True)
+        path = raw.decode("utf-8")
+        if not path:
+            raise ValueError(cursor)
+        return path
+    except (ValueError, UnicodeError):
+        raise InvalidArguments(
+            "cursor is not one mnote.workspace.list returned",
+            hint="Pass the nextCursor of the previous answer as it was, or no cursor to start.",
+        ) from None
 
 
 def _subject_for(call: Call, commit: str, subject: str, command_id: str | None) -> str:

@@ -121,9 +121,15 @@ def promisor_remote(repo: pygit2.Repository) -> str | None:
 
 def identity_from_config(repo: pygit2.Repository) -> Identity:
     """The user's Git identity (for external edits), or a neutral one."""
+    return user_identity(repo) or Identity(EXTERNAL_ACTOR, f"{EXTERNAL_ACTOR}@mnote.local")
+
+
+def user_identity(repo: pygit2.Repository) -> Identity | None:
+    """``user.name`` and ``user.email`` from the Git config the repository reads (its own,
+    the user's, the system's), or None if either is unset."""
     try:
         name = repo.config["user.name"]
         email = repo.config["user.email"]
     except (KeyError, pygit2.GitError):
-        return Identity(EXTERNAL_ACTOR, f"{EXTERNAL_ACTOR}@mnote.local")
+        return None
     return Identity(str(name), str(email))

@@ -9,11 +9,12 @@ import fnmatch
 import re
 import secrets
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from mnoted.errors import WorkspaceInvalid
+from mnoted.store.settings import Setting, read_table, unknown_keys
 
 CONFIG_PATH = ".mnote/config.toml"
 _BLANK_ID_LINE = re.compile(
@@ -75,20 +76,27 @@ class WorkspaceConfig:
             raise WorkspaceInvalid(
                 f"{origin} has no workspaceId", hint="Run `mnote init` on the folder again."
             )
-        profile = _table(data, "profile", origin)
-        limits = _table(data, "limits", origin)
-        ignore = _table(data, "ignore", origin)
-        try:
-            return cls(
-                workspace_id=wid.strip(),
-                disabled_tools=frozenset(str(t) for t in profile.get("disabledTools", [])),
-                max_file_bytes=int(limits.get("maxFileBytes", cls.max_file_bytes)),
-                max_request_bytes=int(limits.get("maxRequestBytes", cls.max_request_bytes)),
-                ignore_patterns=tuple(str(p) for p in ignore.get("patterns", [])),
-                approval_mode=_approval_mode(profile.get("approvalMode", "review"), origin),
+        unknown_keys(data, SETTINGS, origin)
+        profile = read_table(data, "profile", SETTINGS["profile"], origin)
+        limits = read_table(data, "limits", SETTINGS["limits"], origin)
+        ignore = read_table(data, "ignore", SETTINGS["ignore"], origin)
+        unknown = [t for t in profile["disabledTools"] if _known_tools and t not in _known_tools]
+        if unknown:
+            raise WorkspaceInvalid(
+                f"{origin}: [profile] disabledTools names no tool: {', '.join(unknown)}",
+                hint="Name tools as `mnote tools` lists them (e.g. mnote.page.delete) in "
+                f"{origin}.",
+                file=origin,
+                key="profile.disabledTools",
             )
-        except (TypeError, ValueError) as exc:
-            raise WorkspaceInvalid(f"{origin}: {exc}", hint=f"Fix {origin} and try again.") from exc
+        return cls(
+            workspace_id=wid.strip(),
+            disabled_tools=frozenset(profile["disabledTools"]),
+            max_file_bytes=limits["maxFileBytes"],
+            max_request_bytes=limits["maxRequestBytes"],
+            ignore_patterns=tuple(ignore["patterns"]),
+            approval_mode=profile["approvalMode"],
+        )
 
     @classmethod
     def load(cls, root: Path) -> WorkspaceConfig:
@@ -113,17 +121,29 @@ def config_text(root: Path) -> str:
         ) from None
 
 
-def _table(data: dict[str, Any], name: str, origin: str) -> dict[str, Any]:
-    value = data.get(name, {})
-    if not isinstance(value, dict):
-        raise WorkspaceInvalid(f"{origin}: [{name}] must be a table")
-    return value
+_known_tools: frozenset[str] = frozenset()
 
 
-def _approval_mode(value: Any, origin: str) -> str:
-    if value not in ("yolo", "review", "required"):
-        raise WorkspaceInvalid(
-            f"{origin}: approvalMode must be yolo, review or required, not {value!r}",
-            hint=f"Fix {origin} and try again.",
-        )
-    return str(value)
+def know_tools(names: Iterable[str]) -> None:
+    """The tool names ``disabledTools`` may hold, given by the composition root (the store
+    does not know the contract); until then any name is taken."""
+    global _known_tools
+    _known_tools = frozenset(names)
+
+
+SETTINGS: dict[str | None, dict[str, Setting]] = {
+    None: {"workspaceId": Setting("str", "")},
+    "profile": {
+        "disabledTools": Setting("list", []),
+        "approvalMode": Setting("str", "review", choices=("yolo", "review", "required")),
+    },
+    "limits": {
+        # (a smaller file limit refuses every page worth the name; a smaller request limit,
+        # every call that carries a page)
+        "maxFileBytes": Setting("int", WorkspaceConfig.max_file_bytes, 1024, 1 << 30),
+        "maxRequestBytes": Setting("int", WorkspaceConfig.max_request_bytes, 4096, 1 << 30),
+    },
+    "ignore": {"patterns": Setting("list", [])},
+}
+"""Every key of ``.mnote/config.toml``, by table (None: the top level), with its type,
+default and range."""

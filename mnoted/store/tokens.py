@@ -14,7 +14,7 @@ import secrets
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mnoted.errors import InvalidArguments, NotFound
+from mnoted.errors import InvalidArguments, NotFound, WorkspaceInvalid
 from mnoted.store.atomic import write_atomic
 
 TOKENS_FILE = "tokens.json"
@@ -74,15 +74,53 @@ class TokenStore:
         if known is not None and known[0] == stamp:
             return list(known[1])
         try:
-            raw = json.loads(self.path.read_text(encoding="utf-8"))
+            text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return []
-        records = [
-            TokenRecord(**{**r, "scopes": tuple(r["scopes"]), "grants": tuple(r["grants"])})
-            for r in raw.get("tokens", [])
-        ]
+        except (OSError, UnicodeDecodeError) as exc:
+            raise self._damaged(str(exc)) from None
+        records = self._parse(text)
         _LOADED[self.path] = (stamp, records)
         return list(records)
+
+    def _parse(self, text: str) -> list[TokenRecord]:
+        """The records of the file's ``text``; :class:`WorkspaceInvalid` naming the file if
+        it is not what :meth:`_save` writes."""
+        try:
+            raw = json.loads(text)
+        except ValueError as exc:
+            raise self._damaged(f"not JSON ({exc})") from None
+        rows = raw.get("tokens") if isinstance(raw, dict) else None
+        if not isinstance(rows, list):
+            raise self._damaged('no "tokens" list at its top')
+        records = []
+        for n, row in enumerate(rows):
+            try:
+                record = TokenRecord(
+                    **{**row, "scopes": tuple(row["scopes"]), "grants": tuple(row["grants"])}
+                )
+                ok = (
+                    all(isinstance(v, str) for v in (record.token_id, record.actor_id))
+                    and isinstance(record.hash, str)
+                    and all(isinstance(v, str) for v in (*record.scopes, *record.grants))
+                    and isinstance(record.revoked, bool)
+                    and (record.expires_at is None or isinstance(record.expires_at, int | float))
+                )
+            except (TypeError, KeyError):
+                ok = False
+            if not ok:
+                raise self._damaged(f"token {n + 1} is not a token record")
+            records.append(record)
+        return records
+
+    def _damaged(self, detail: str) -> WorkspaceInvalid:
+        return WorkspaceInvalid(
+            f"{self.path} is damaged: {detail}; no agent token of this workspace is accepted "
+            "until it is mended",
+            hint=f"Restore {self.path} from a backup, or move it aside and make the agents' "
+            "tokens again with `mnote grant create` (the owner's token still works).",
+            file=str(self.path),
+        )
 
     def _save(self, records: list[TokenRecord]) -> None:
         data = json.dumps({"tokens": [asdict(r) for r in records]}, indent=2).encode("utf-8")

@@ -66,6 +66,7 @@ from mnoted.store.bootstrap import (
     identity_from_config,
     take_process_lock,
     unfinished_operation,
+    user_identity,
 )
 from mnoted.store.checkpoints import Checkpointer
 from mnoted.store.config import (
@@ -114,6 +115,10 @@ SPARES_DIR = "spares"  # in the state folder (mnoted.store.spares)
 SIDECAR_NAME = "state.sqlite3"
 PROCESS_LOCK = "daemon.lock"
 COMMITTER = Identity("mnoted", indexer.COMMITTER_EMAIL)
+OWNER_ACTOR = "owner"
+"""The owner's actor id (``service.actors.OWNER_ID``): their commits carry their Git identity."""
+IDENTITY_SECONDS = 5.0
+"""How long the person's Git identity, once read, is used before it is read again."""
 _CAS_ATTEMPTS = 5
 TREE_CACHE_LIMIT = 16 << 20
 OBJECT_CACHE_BYTES = 16 << 20
@@ -174,6 +179,7 @@ class Workspace:
         self._merge_job: tuple[Future[_Merged], int, list[str]] | None = None
         self._owner = threading.get_ident()
         self._external = external_identity
+        self._user: tuple[float, Identity | None] | None = None  # (user_identity, read at)
         self._branch = refs.current_branch(self.gitdir)
         self._head: str | None = refs.read_ref(self.gitdir, self._branch)
         self._needs_recovery = False
@@ -273,7 +279,9 @@ class Workspace:
         try:
             # a repository without commits starts with everything in the folder
             paths = ws.scan_changes() if unborn else [*written, CONFIG_PATH, ".gitignore"]
-            ws.commit_external(paths, meta=CommandMeta("workspace.init", actor="mnoted"))
+            # (the folder's notes are the person's: authored as them where Git knows them)
+            meta = CommandMeta("workspace.init", actor="mnoted", author=ws.user_identity())
+            ws.commit_external(paths, meta=meta)
             ws.idle()
         except BaseException:
             ws.close()
@@ -1639,11 +1647,28 @@ class Workspace:
         paths = self._side.paths_of_commit(rec.commit)
         return CommitResult(rec.commit, rec.command_id, parent, tuple(paths), replayed=True)
 
+    def user_identity(self) -> Identity | None:
+        """The person's Git identity (``user.name``, ``user.email``), or None if unset;
+        read from Git's config again after :data:`IDENTITY_SECONDS` (a read costs about as
+        much as a tenth of a small write)."""
+        if self._external is not None:
+            return self._external
+        now = time.monotonic()
+        if self._user is None or now - self._user[0] > IDENTITY_SECONDS:
+            self._user = (now, user_identity(self._repo))
+        return self._user[1]
+
     def _author(self, meta: CommandMeta) -> pygit2.Signature:
         if meta.author is not None:
             ident = meta.author
         elif meta.actor == EXTERNAL_ACTOR:
             ident = self._external or identity_from_config(self._repo)
+        elif meta.actor == OWNER_ACTOR:  # (the person: `git log --author` finds their edits)
+            ident = (
+                self._external
+                or user_identity(self._repo)
+                or Identity(OWNER_ACTOR, f"{OWNER_ACTOR}@mnote.local")
+            )
         else:
             safe = "".join(c for c in meta.actor if c.isalnum() or c in "-_.") or "agent"
             ident = Identity(meta.actor, f"{safe}@mnote.local")

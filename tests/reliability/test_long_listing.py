@@ -1,0 +1,96 @@
+"""A caller listing a big workspace with a query holds up no one: each answer is bounded and
+paged, and another caller's reads and writes go on beside it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from mnoted.store import Workspace
+from tests.e2e.conftest import DaemonProcess
+
+PAGES = int(os.environ.get("MNOTE_LISTING_PAGES", "500"))
+
+
+def page(i: int) -> str:
+    """About 8 KB of Markdown that takes its time to parse (lists, links, emphasis)."""
+    items = "".join(f"- item *{j}* of [page {i}](p{j}.md) with `code {j}`\n" for j in range(60))
+    prose = f"Paragraph {i} with **bold**, _italic_ and a [link](https://example.org/{i}).\n\n"
+    return f"# Page {i}\n\n" + prose * 20 + "## List\n\n" + items
+
+
+def test_a_long_listing_beside_reads_and_writes() -> None:
+    with tempfile.TemporaryDirectory(prefix="mn") as tmp:
+        base = Path(tmp)
+        root = base / "notes"
+        Workspace.init(root).close()
+        for i in range(PAGES):
+            folder = root / f"d{i // 200:02d}"
+            folder.mkdir(exist_ok=True)
+            (folder / f"p{i:05d}.md").write_text(page(i))
+        (root / "plan.md").write_text("# Plan\n\nShip.\n")
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
+            "GIT_AUTHOR_NAME": "T",
+            "GIT_AUTHOR_EMAIL": "t@example.org",
+            "GIT_COMMITTER_NAME": "T",
+            "GIT_COMMITTER_EMAIL": "t@example.org",
+        }
+        for args in (["add", "-A"], ["commit", "-qm", "pages"]):
+            subprocess.run(["git", *args], cwd=root, env=env, check=True)
+        d = DaemonProcess(base, root)
+        d.start()
+        try:
+            lister = d.client(d.owner_token())
+            writer = d.client(d.owner_token())
+            calls: list[float] = []
+            passes = [0]
+            stop = threading.Event()
+            failed: list[object] = []
+
+            def list_forever() -> None:
+                cursor = None
+                while not stop.is_set():
+                    args = {"query": "no page has this", "limit": 10_000}
+                    if cursor:
+                        args["cursor"] = cursor
+                    started = time.monotonic()
+                    answer = lister.call("mnote.workspace.list", None, args)
+                    calls.append(time.monotonic() - started)
+                    if not answer["ok"]:
+                        failed.append(answer)
+                        return
+                    cursor = answer["result"].get("nextCursor")
+                    if cursor is None:
+                        passes[0] += 1
+
+            thread = threading.Thread(target=list_forever)
+            thread.start()
+            try:
+                while not calls:  # (the listing has begun)
+                    time.sleep(0.01)
+                waits = []
+                for i in range(10):
+                    started = time.monotonic()
+                    got = writer.call("mnote.page.get", "plan.md")
+                    saved = writer.call(
+                        "mnote.page.save", "plan.md", {"content": [f"Ship, take {i}."]}
+                    )
+                    waits.append(time.monotonic() - started)
+                    assert got["ok"] and saved["ok"], (got, saved)
+                deadline = time.monotonic() + 120
+                while passes[0] < 1 and not failed and time.monotonic() < deadline:
+                    time.sleep(0.1)
+            finally:
+                stop.set()
+                thread.join()
+            assert not failed, failed
+            assert passes[0] >= 1, f"no whole pass in {len(calls)} calls"
+            assert max(waits) < 2.0, f"a get and a save beside the listing took {max(waits):.2f}s"
+            assert max(calls) < 5.0, f"one listing answer took {max(calls):.2f}s"
+        finally:
+            d.stop()
