@@ -207,6 +207,13 @@ def print_status(health: dict[str, Any], workspaces: list[dict[str, Any]]) -> No
             continue
         branch = (ws.get("branch") or "").removeprefix("refs/heads/")
         print(f"  branch {branch} at {(ws.get('head') or '')[:12]}; {seen}")
+        search = ws.get("search")
+        if search:
+            print(
+                f"  search index {search.get('state')}: {search.get('pagesIndexed', 0):,} of "
+                f"{search.get('pagesTotal', 0):,} pages"
+                + (f" ({search['error']})" if search.get("error") else "")
+            )
         count = ws.get("pendingChanges") or 0
         if not count:
             print("  everything on disk is committed")

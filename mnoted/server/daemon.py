@@ -45,6 +45,7 @@ from mnoted.server.unixsocket import bind_private
 from mnoted.service.actors import Actor
 from mnoted.service.executor import Service
 from mnoted.service.runner import RunnerConfig, WorkspaceRunner
+from mnoted.store import search_index
 from mnoted.store.statedir import STATE_DIR
 from mnoted.store.tokens import TokenStore
 
@@ -399,7 +400,13 @@ def _runner_status(runner: WorkspaceRunner) -> dict[str, Any]:
     ws = runner.ws
     assert ws is not None
     count, listed = runner.uncommitted(UNCOMMITTED_LISTED)
-    return {"head": ws.head, "branch": ws.branch, "pendingChanges": count, "uncommitted": listed}
+    return {
+        "head": ws.head,
+        "branch": ws.branch,
+        "pendingChanges": count,
+        "uncommitted": listed,
+        "search": search_index.of(ws).status(),
+    }
 
 
 GC_THRESHOLDS = (50_000, 20, 100)
