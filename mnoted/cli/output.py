@@ -6,6 +6,7 @@ import sys
 import unicodedata
 from typing import Any
 
+from mnoted.cli import find_output
 from mnoted.contract.envelope import readable_json
 
 _RED, _GREEN, _CYAN, _BOLD, _RESET = "\033[31m", "\033[32m", "\033[36m", "\033[1m", "\033[0m"
@@ -48,6 +49,9 @@ def print_response(response: dict[str, Any], color: bool = False) -> None:
     result = response.get("result") or {}
     audit = response.get("audit") or {}
     tool = response.get("toolName", "")
+    if tool in find_output.PRINTERS:
+        find_output.PRINTERS[tool](result, color)
+        return
     if result.get("schema") == "mnote.page_ai_review_session.v1":
         print_session(result, color)
         return

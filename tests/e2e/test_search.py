@@ -143,6 +143,20 @@ def test_english_ranking_snippet_block_and_filters(d: DaemonProcess) -> None:
     assert bad["error"]["code"] == "mnote_tool_invalid_arguments"
 
 
+def test_cli_search_and_links(d: DaemonProcess) -> None:
+    out = d.cli("search", "zebra", "--limit", "2")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("notes/zebra.md") and "«Zebra» migration" in lines[1]
+    assert "2 of 3 pages" in lines[-1] and "--cursor o2" in lines[-1]
+    out = d.cli("search", "仓库", "--path", "zh/**")
+    assert out.returncode == 0 and "«仓库»" in out.stdout
+    links = d.cli("links", "links/source.md")
+    assert links.returncode == 0, links.stderr
+    assert "[[Ghost]]" in links.stdout and "(unresolved)" in links.stdout
+    assert "-> links/Target.md" in links.stdout
+
+
 def test_chinese_two_characters_and_phrases(d: DaemonProcess) -> None:
     two = search(d, "仓库")  # two characters: the trigram tokenizer finds nothing here
     assert paths(two)[0] == "zh/创建仓库.md"  # the title above the many body mentions
