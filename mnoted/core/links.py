@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
@@ -18,6 +19,7 @@ _MD = re.compile(
 )
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")
+_NEWLINE = re.compile("\n")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 PAGE_SUFFIXES = (".md", ".markdown")
 
@@ -158,9 +160,8 @@ def parse_links(text: str) -> list[Link]:
     code blocks or code spans."""
     masked = _masked(text)
     starts = [0]
-    starts.extend(i + 1 for i, ch in enumerate(masked) if ch == "\n")
+    starts.extend(m.end() for m in _NEWLINE.finditer(masked))
     found: list[Link] = []
-    from bisect import bisect_right
 
     for m in _WIKI.finditer(masked):
         real = _WIKI.fullmatch(text, m.start(), m.end())

@@ -189,6 +189,25 @@ def parse_query(raw: str) -> Query | None:
     return Query(" AND ".join(parts), tuple(marks))
 
 
+_KIND_ORDER = {"title": 0, "heading": 1}
+
+
+def best_chunk(chunks: Sequence[Chunk], marks: Sequence[tuple[str, bool]]) -> Chunk | None:
+    """The piece of a matching page a hit points at: the one holding the most of the
+    query's terms, then the title before headings before body, then the first."""
+    best: tuple[int, int, int] | None = None
+    found = None
+    for n, chunk in enumerate(chunks):
+        flat = " ".join(chunk.text.split()).lower()
+        held = sum(1 for word, _ in marks if word and word in flat)
+        if held == 0:
+            continue
+        key = (-held, _KIND_ORDER.get(chunk.kind, 2), n)
+        if best is None or key < best:
+            best, found = key, chunk
+    return found
+
+
 MARK_OPEN = "<mark>"
 MARK_CLOSE = "</mark>"
 

@@ -60,13 +60,15 @@ def _hit(call: Call, hit: search_index.Hit, query: Query) -> dict[str, Any]:
         "snippet": snippet(hit.text, query.marks),
         "line": hit.line + 1 if hit.line >= 0 else None,
     }
-    try:
-        loaded = call.service.pages.load(call.ws, hit.path)
-    except MnoteError:  # (a page the index holds and HEAD lost meanwhile: named by path only)
-        out.update(documentId=None, blockId=None)
-        return {"documentId": None, **out}
-    block = title_block(loaded.page) if hit.kind == "title" else block_at(loaded.page, hit.line)
-    return {"documentId": loaded.doc.document_id, **out, "blockId": block.id if block else None}
+    try:  # (the page as HEAD has it, as the index does: its blob, parsed once and kept)
+        doc = call.ws.resolve(hit.path)
+        page = call.service.pages.at_blob(call.ws, doc, hit.blob)
+    except MnoteError:
+        page = None
+    if page is None:  # (a page the index holds and HEAD lost meanwhile: named by path only)
+        return {"documentId": None, **out, "blockId": None}
+    block = title_block(page) if hit.kind == "title" else block_at(page, hit.line)
+    return {"documentId": doc.document_id, **out, "blockId": block.id if block else None}
 
 
 def paths_matcher(globs: list[str] | None) -> Any:

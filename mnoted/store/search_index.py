@@ -24,14 +24,14 @@ from typing import Any
 
 import pygit2
 
-from mnoted.core.search_text import Query, extract, index_text
+from mnoted.core.search_text import Chunk, Query, best_chunk, extract, index_text
 from mnoted.store import faults, treediff
 from mnoted.store.indexer import is_document
 
 log = logging.getLogger("mnoted.search")
 
 INDEX_FILE = "search.sqlite3"
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "3"
 BATCH = 200
 """Pages per transaction of a full pass (its progress survives a kill in steps of this)."""
 WEIGHTS = (10.0, 4.0, 1.0)
@@ -53,8 +53,8 @@ CREATE TABLE IF NOT EXISTS links(
     doc INTEGER NOT NULL, key TEXT NOT NULL, line INTEGER NOT NULL, raw TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS links_doc ON links(doc);
 CREATE INDEX IF NOT EXISTS links_key ON links(key);
-CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
-    title, headings, body, tokenize = 'unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE IF NOT EXISTS pages_fts USING fts5(
+    title, headings, body, content = '', tokenize = 'unicode61 remove_diacritics 2');
 """
 
 
@@ -108,11 +108,29 @@ def _drop(conn: sqlite3.Connection, path: str) -> None:
     if row is None:
         return
     doc = row[0]
-    conn.execute("DELETE FROM fts WHERE rowid IN (SELECT id FROM chunks WHERE doc=?)", (doc,))
+    pieces = conn.execute("SELECT kind, text FROM chunks WHERE doc=? ORDER BY id", (doc,))
+    # (a contentless FTS5 table forgets a row given the values it was made of)
+    conn.execute(
+        "INSERT INTO pages_fts(pages_fts, rowid, title, headings, body)"
+        " VALUES('delete', ?, ?, ?, ?)",
+        (doc, *_columns(pieces.fetchall())),
+    )
     conn.execute("DELETE FROM chunks WHERE doc=?", (doc,))
     conn.execute("DELETE FROM tags WHERE doc=?", (doc,))
     conn.execute("DELETE FROM links WHERE doc=?", (doc,))
     conn.execute("DELETE FROM docs WHERE id=?", (doc,))
+
+
+_COLUMN = {"title": 0, "heading": 1}  # (the FTS column of each kind of chunk; else body)
+
+
+def _columns(pieces: Sequence[tuple[str, str]]) -> tuple[str, str, str]:
+    """A page's title, headings and body as the FTS table is given them."""
+    columns: tuple[list[str], list[str], list[str]] = ([], [], [])
+    for kind, text in pieces:
+        columns[_COLUMN.get(kind, 2)].append(text)
+    title, headings, body = (index_text("\n\n".join(col)) for col in columns)
+    return title, headings, body
 
 
 def _store(conn: sqlite3.Connection, path: str, blob: str, data: bytes) -> None:
@@ -124,20 +142,16 @@ def _store(conn: sqlite3.Connection, path: str, blob: str, data: bytes) -> None:
         (path, blob, page.title, json.dumps(page.meta, ensure_ascii=False)),
     )
     doc = cur.lastrowid
-    rows: list[tuple[int, str, list[str], str]] = [(-1, "title", [], page.title)]
-    rows.extend((c.line, c.kind, list(c.headings), c.text) for c in page.chunks)
-    for line, kind, headings, chunk_text in rows:
-        cur = conn.execute(
-            "INSERT INTO chunks(doc, line, kind, headings, text) VALUES(?, ?, ?, ?, ?)",
-            (doc, line, kind, json.dumps(headings, ensure_ascii=False), chunk_text),
-        )
-        columns = {"title": ("title", 0), "heading": ("headings", 1)}.get(kind, ("body", 2))
-        values = ["", "", ""]
-        values[columns[1]] = index_text(chunk_text)
-        conn.execute(
-            "INSERT INTO fts(rowid, title, headings, body) VALUES(?, ?, ?, ?)",
-            (cur.lastrowid, *values),
-        )
+    pieces: list[tuple[int, str, list[str], str]] = [(-1, "title", [], page.title)]
+    pieces.extend((c.line, c.kind, list(c.headings), c.text) for c in page.chunks)
+    conn.executemany(
+        "INSERT INTO chunks(doc, line, kind, headings, text) VALUES(?, ?, ?, ?, ?)",
+        [(doc, ln, kind, json.dumps(hs, ensure_ascii=False), t) for ln, kind, hs, t in pieces],
+    )
+    conn.execute(
+        "INSERT INTO pages_fts(rowid, title, headings, body) VALUES(?, ?, ?, ?)",
+        (doc, *_columns([(kind, text) for _, kind, _, text in pieces])),
+    )
     conn.executemany("INSERT INTO tags VALUES(?, ?)", [(doc, t) for t in page.tags])
     conn.executemany(
         "INSERT INTO links VALUES(?, ?, ?, ?)",
@@ -238,12 +252,12 @@ def catch_up(conn: sqlite3.Connection, repo: pygit2.Repository, old: str, new: s
 @dataclass(frozen=True)
 class Hit:
     path: str
+    blob: str
     title: str
     line: int
     kind: str
     headings: list[str]
     text: str
-    score: float
 
 
 @dataclass(frozen=True)
@@ -278,31 +292,39 @@ def _where(filters: Filters, conn: sqlite3.Connection) -> tuple[str, list[Any]]:
 def search(
     conn: sqlite3.Connection, query: Query, filters: Filters, limit: int, offset: int
 ) -> tuple[int, list[Hit]]:
-    """The pages matching ``query`` that pass ``filters``, best first, each with its best
-    chunk; and how many there are in all."""
+    """The pages matching ``query`` that pass ``filters``, best first, each with the piece
+    that matches it best; and how many there are in all."""
     where, params = _where(filters, conn)
     sql = f"""
         WITH m AS MATERIALIZED (
-            SELECT rowid AS chunk, bm25(fts, ?, ?, ?) AS score FROM fts WHERE fts MATCH ?
-        ), hits AS (
-            SELECT c.doc AS doc, m.chunk AS chunk, m.score AS score
-            FROM m JOIN chunks c ON c.id = m.chunk JOIN docs d ON d.id = c.doc
-            WHERE 1{where}
-        ), best AS (SELECT doc, chunk, min(score) AS score FROM hits GROUP BY doc)
-        SELECT d.path, d.title, c.line, c.kind, c.headings, c.text, best.score,
-               count(*) OVER ()
-        FROM best JOIN docs d ON d.id = best.doc JOIN chunks c ON c.id = best.chunk
-        ORDER BY best.score, d.path LIMIT ? OFFSET ?
+            SELECT rowid AS doc, bm25(pages_fts, ?, ?, ?) AS score
+            FROM pages_fts WHERE pages_fts MATCH ?
+        )
+        SELECT d.id, d.path, d.title, d.blob, count(*) OVER ()
+        FROM m JOIN docs d ON d.id = m.doc
+        WHERE 1{where}
+        ORDER BY m.score, d.path LIMIT ? OFFSET ?
     """
     rows = conn.execute(sql, [*WEIGHTS, query.match, *params, limit, offset]).fetchall()
-    total = rows[0][7] if rows else 0
+    total = rows[0][4] if rows else 0
     if not rows and offset:
         total = conn.execute(
-            f"""SELECT count(DISTINCT c.doc) FROM fts JOIN chunks c ON c.id = fts.rowid
-            JOIN docs d ON d.id = c.doc WHERE fts MATCH ?{where}""",
+            f"""SELECT count(*) FROM pages_fts f JOIN docs d ON d.id = f.rowid
+            WHERE pages_fts MATCH ?{where}""",
             [query.match, *params],
         ).fetchone()[0]
-    hits = [Hit(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], float(r[6])) for r in rows]
+    hits = []
+    for doc, path, title, blob, _ in rows:
+        pieces = [
+            Chunk(line, kind, tuple(json.loads(headings)), text)
+            for line, kind, headings, text in conn.execute(
+                "SELECT line, kind, headings, text FROM chunks WHERE doc=? ORDER BY id", (doc,)
+            )
+        ]
+        best = best_chunk(pieces, query.marks)
+        if best is None:
+            best = Chunk(-1, "title", (), title)
+        hits.append(Hit(path, blob, title, best.line, best.kind, list(best.headings), best.text))
     return int(total), hits
 
 

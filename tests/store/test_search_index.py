@@ -21,15 +21,22 @@ def _dump(conn: sqlite3.Connection) -> list[tuple[object, ...]]:
     """The index's content, independent of row ids."""
     docs = conn.execute("SELECT path, blob, title, meta FROM docs ORDER BY path").fetchall()
     chunks = conn.execute(
-        "SELECT d.path, c.line, c.kind, c.headings, c.text, f.title, f.headings, f.body"
-        " FROM chunks c JOIN docs d ON d.id = c.doc JOIN fts f ON f.rowid = c.id"
-        " ORDER BY d.path, c.line"
+        "SELECT d.path, c.line, c.kind, c.headings, c.text FROM chunks c"
+        " JOIN docs d ON d.id = c.doc ORDER BY d.path, c.line"
+    ).fetchall()
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.vocab USING fts5vocab(main, pages_fts, instance)"
+    )
+    terms = conn.execute(
+        "SELECT d.path, v.term, v.col, v.offset FROM temp.vocab v JOIN docs d ON d.id = v.doc"
+        " ORDER BY 1, 2, 3, 4"
     ).fetchall()
     links = conn.execute(
         "SELECT d.path, l.key, l.line, l.raw FROM links l JOIN docs d ON d.id = l.doc"
         " ORDER BY 1, 3, 4"
     ).fetchall()
-    return [*docs, *chunks, *links]
+    assert terms
+    return [*docs, *chunks, *terms, *links]
 
 
 def _repo(root: Path) -> tuple[pygit2.Repository, list[str]]:
