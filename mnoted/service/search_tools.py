@@ -71,6 +71,22 @@ def _hit(call: Call, hit: search_index.Hit, query: Query) -> dict[str, Any]:
     return {"documentId": doc.document_id, **out, "blockId": block.id if block else None}
 
 
+def _sees_all(actor: Actor) -> bool:
+    return actor.is_owner or any(g in ("**", "*") for g in actor.grants)
+
+
+def _grant_folders(actor: Actor) -> list[str] | None:
+    """The folders an agent's grants are, when every grant is one (``notes/**``): then
+    what it may see is filtered by range on the indexed path, not by a call per page."""
+    folders = []
+    for grant in actor.grants:
+        folder = grant[:-2]
+        if not grant.endswith("/**") or any(c in folder for c in "*?[]"):
+            return None
+        folders.append(folder)
+    return folders
+
+
 def paths_matcher(globs: list[str] | None) -> Any:
     """A test of paths against globs, read as grants read them (``**`` across folders)."""
     if not globs:
@@ -89,8 +105,10 @@ def workspace_search(call: Call) -> dict[str, Any]:
     offset = _offset(args.cursor)
     index = search_index.of(call.ws)
     conn, complete = index.current()
+    folders = None if _sees_all(call.actor) else _grant_folders(call.actor)
     filters = search_index.Filters(
-        visible=None if call.actor.is_owner else call.actor.may_access,
+        visible=None if _sees_all(call.actor) or folders is not None else call.actor.may_access,
+        visible_under=folders,
         paths=paths_matcher(args.paths),
         tags=tuple(args.tags or ()),
         fields=tuple((args.frontmatter or {}).items()),

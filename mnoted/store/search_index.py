@@ -265,6 +265,7 @@ class Filters:
     """What narrows a search: who may see a page, path globs, tags, frontmatter fields."""
 
     visible: Callable[[str], bool] | None = None
+    visible_under: Sequence[str] | None = None  # folders ("notes/"), as `visible` when it is so
     paths: Callable[[str], bool] | None = None
     tags: Sequence[str] = ()
     fields: Sequence[tuple[str, Any]] = ()
@@ -276,6 +277,12 @@ def _where(filters: Filters, conn: sqlite3.Connection) -> tuple[str, list[Any]]:
     if filters.visible is not None:
         conn.create_function("mnote_visible", 1, filters.visible, deterministic=True)
         clauses.append("mnote_visible(d.path)")
+    if filters.visible_under is not None:
+        ranges = []
+        for folder in filters.visible_under:
+            ranges.append("(d.path >= ? AND d.path < ?)")
+            params += [folder, folder[:-1] + chr(ord(folder[-1]) + 1)]
+        clauses.append("(" + (" OR ".join(ranges) or "0") + ")")
     if filters.paths is not None:
         conn.create_function("mnote_paths", 1, filters.paths, deterministic=True)
         clauses.append("mnote_paths(d.path)")
@@ -357,6 +364,7 @@ class SearchIndex:
         self.path = Path(ws.state_dir) / INDEX_FILE
         self.batch = batch
         self._conn: sqlite3.Connection | None = None
+        self._inode: int | None = None  # the file `_conn` has open
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.done = 0
@@ -432,6 +440,8 @@ class SearchIndex:
         ws = self.ws
         ws.refresh()
         head = ws.head
+        if self._inode is not None and _inode(self.path) != self._inode:
+            self._close()  # (deleted, or replaced by a rebuild: the file open is not it)
         if not self.path.exists():
             self._close()
             if self.building:
@@ -479,12 +489,21 @@ class SearchIndex:
                     self._conn = connect(self.path)
                 except IndexDamaged:
                     return None
+            self._inode = _inode(self.path)
         return self._conn
 
     def _close(self) -> None:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        self._inode = None
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return None
 
 
 _INDEXES: dict[int, SearchIndex] = {}
