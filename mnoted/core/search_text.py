@@ -192,20 +192,21 @@ def parse_query(raw: str) -> Query | None:
 _KIND_ORDER = {"title": 0, "heading": 1}
 
 
-def best_chunk(chunks: Sequence[Chunk], marks: Sequence[tuple[str, bool]]) -> Chunk | None:
-    """The piece of a matching page a hit points at: the one holding the most of the
-    query's terms, then the title before headings before body, then the first."""
+def best_chunk(chunks: Sequence[tuple[str, str]], marks: Sequence[tuple[str, bool]]) -> int | None:
+    """Which piece (``(kind, text)``) of a matching page a hit points at: the one holding
+    the most of the query's terms, then the title before headings before body, then the
+    first; None if none holds one (a match across pieces)."""
+    words = [word for word, _ in marks if word]
     best: tuple[int, int, int] | None = None
-    found = None
-    for n, chunk in enumerate(chunks):
-        flat = " ".join(chunk.text.split()).lower()
-        held = sum(1 for word, _ in marks if word and word in flat)
+    for n, (kind, text) in enumerate(chunks):
+        low = text.lower()
+        held = sum(1 for word in words if word in low)
         if held == 0:
             continue
-        key = (-held, _KIND_ORDER.get(chunk.kind, 2), n)
+        key = (-held, _KIND_ORDER.get(kind, 2), n)
         if best is None or key < best:
-            best, found = key, chunk
-    return found
+            best = key
+    return None if best is None else best[2]
 
 
 MARK_OPEN = "<mark>"

@@ -24,7 +24,7 @@ from typing import Any
 
 import pygit2
 
-from mnoted.core.search_text import Chunk, Query, best_chunk, extract, index_text
+from mnoted.core.search_text import Query, best_chunk, extract, index_text
 from mnoted.store import faults, treediff
 from mnoted.store.indexer import is_document
 
@@ -320,18 +320,21 @@ def search(
             WHERE pages_fts MATCH ?{where}""",
             [query.match, *params],
         ).fetchone()[0]
+    pieces: dict[int, list[tuple[int, str, str, str]]] = {row[0]: [] for row in rows}
+    if pieces:
+        marks = ",".join("?" * len(pieces))
+        for doc, line, kind, headings, text in conn.execute(
+            f"SELECT doc, line, kind, headings, text FROM chunks WHERE doc IN ({marks})"
+            " ORDER BY id",
+            list(pieces),
+        ):
+            pieces[doc].append((line, kind, headings, text))
     hits = []
     for doc, path, title, blob, _ in rows:
-        pieces = [
-            Chunk(line, kind, tuple(json.loads(headings)), text)
-            for line, kind, headings, text in conn.execute(
-                "SELECT line, kind, headings, text FROM chunks WHERE doc=? ORDER BY id", (doc,)
-            )
-        ]
-        best = best_chunk(pieces, query.marks)
-        if best is None:
-            best = Chunk(-1, "title", (), title)
-        hits.append(Hit(path, blob, title, best.line, best.kind, list(best.headings), best.text))
+        found = pieces[doc]
+        at = best_chunk([(kind, text) for _, kind, _, text in found], query.marks)
+        line, kind, headings, text = found[at] if at is not None else (-1, "title", "[]", title)
+        hits.append(Hit(path, blob, title, line, kind, json.loads(headings), text))
     return int(total), hits
 
 
