@@ -18,6 +18,7 @@ from mnoted.service.executor import Call, handles
 from mnoted.service.pages import LoadedPage
 from mnoted.service.search_tools import block_at
 from mnoted.store import Write, search_index
+from mnoted.store.treediff import RENAME_THRESHOLD, similarity
 
 
 def _all_paths(call: Call) -> list[str]:
@@ -121,6 +122,7 @@ class LinkUpdates:
     links: int = 0
     not_writable: int = 0  # links in pages the caller may not edit (counted, not named)
     diff: str = ""
+    warnings: list[str] = field(default_factory=list)
 
     def report(self) -> dict[str, Any]:
         return {
@@ -205,10 +207,19 @@ def plan_link_updates(call: Call, loaded: LoadedPage, new_path: str) -> LinkUpda
         diffs.append(_diff(source, text, new_text))
     own = _text(loaded.page.to_bytes())
     own_new, count = _rewrite(own, old, new_path, old, new_path, before, after)
-    if count:
+    # The page keeps its documentId through a move only while Git still sees the move as
+    # a rename (store.treediff, as a rebuilt registry will): its own links are rewritten
+    # only where that holds.
+    if count and similarity(own.encode(), own_new.encode()) >= RENAME_THRESHOLD:
         updates.moved_data = own_new.encode("utf-8")
         updates.links += count
         diffs.insert(0, _diff(new_path, own, own_new))
+    elif count:
+        updates.warnings.append(
+            f"{count} relative link(s) in the moved page were left as they are: rewriting them"
+            " would change so much of this short page that Git would no longer see the move"
+            " as a rename (its documentId would not survive); edit them after the move"
+        )
     updates.diff = "".join(diffs)
     return updates
 

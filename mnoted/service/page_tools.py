@@ -167,6 +167,7 @@ def page_move(call: Call) -> WritePlan:
             "oldPath": loaded.path,
             "linkUpdates": links.report(),
             "unifiedDiff": links.diff,
+            "warnings": links.warnings,
         },
         loaded=loaded,
         document=loaded.doc,

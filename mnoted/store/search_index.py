@@ -513,12 +513,13 @@ _INDEXES: dict[int, SearchIndex] = {}
 _INDEXES_LOCK = threading.Lock()
 
 
-def of(ws: Any) -> SearchIndex:
-    """The search index of an open workspace (one per workspace object)."""
+def of(ws: Any, *, batch: int = BATCH) -> SearchIndex:
+    """The search index of an open workspace (one per workspace object; ``batch`` is
+    taken when it is made)."""
     with _INDEXES_LOCK:
         index = _INDEXES.get(id(ws))
         if index is None or index.ws is not ws:
-            index = SearchIndex(ws)
+            index = SearchIndex(ws, batch=batch)
             _INDEXES[id(ws)] = index
         return index
 
