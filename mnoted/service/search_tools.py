@@ -117,7 +117,7 @@ def workspace_search(call: Call) -> dict[str, Any]:
     if conn is not None:
         total, hits = search_index.search(conn, query, filters, args.limit, offset)
     answer: dict[str, Any] = {
-        "revision": call.ws.head,
+        "revision": call.ws.head if complete else index.target,
         "complete": complete,
         "total": total,
         "hits": [_hit(call, h, query) for h in hits],

@@ -372,6 +372,7 @@ class SearchIndex:
         self._stop = threading.Event()
         self.done = 0
         self.total = 0
+        self.target: str | None = None  # the commit the running (or last) full pass indexes
         self.failed: str | None = None
 
     @property
@@ -384,6 +385,7 @@ class SearchIndex:
             return
         self._stop.clear()
         head = self.ws.head
+        self.target = head
         self._thread = threading.Thread(
             target=self._build, args=(head,), name="mnoted-search-index", daemon=True
         )
