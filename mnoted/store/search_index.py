@@ -511,7 +511,7 @@ def _inode(path: Path) -> int | None:
         return None
 
 
-_INDEXES: dict[int, SearchIndex] = {}
+_ATTRIBUTE = "_search_index"  # (kept on the workspace object: its index lives and goes with it)
 _INDEXES_LOCK = threading.Lock()
 
 
@@ -519,16 +519,18 @@ def of(ws: Any, *, batch: int = BATCH) -> SearchIndex:
     """The search index of an open workspace (one per workspace object; ``batch`` is
     taken when it is made)."""
     with _INDEXES_LOCK:
-        index = _INDEXES.get(id(ws))
-        if index is None or index.ws is not ws:
+        index: SearchIndex | None = getattr(ws, _ATTRIBUTE, None)
+        if index is None:
             index = SearchIndex(ws, batch=batch)
-            _INDEXES[id(ws)] = index
+            setattr(ws, _ATTRIBUTE, index)
         return index
 
 
 def forget(ws: Any) -> None:
     """Stop and drop the index of a workspace being closed."""
     with _INDEXES_LOCK:
-        index = _INDEXES.pop(id(ws), None)
-    if index is not None and index.ws is ws:
+        index: SearchIndex | None = getattr(ws, _ATTRIBUTE, None)
+        if index is not None:
+            setattr(ws, _ATTRIBUTE, None)
+    if index is not None:
         index.stop()
