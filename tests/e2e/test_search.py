@@ -108,6 +108,12 @@ def wait_complete(d: DaemonProcess, timeout: float = 60) -> dict[str, Any]:
     raise AssertionError("the index never completed")
 
 
+def _search_status(d: DaemonProcess) -> dict[str, Any]:
+    status, body = d.client().request("GET", "/v1/workspaces")
+    assert status == 200, body
+    return body["workspaces"][0].get("search") or {}  # type: ignore[no-any-return]
+
+
 def head(d: DaemonProcess) -> str:
     return d.git("rev-parse", "HEAD").strip()
 
@@ -289,7 +295,13 @@ def test_index_lost_or_killed_is_rebuilt(tmp_path: Path) -> None:
         index = d.workspace / STATE_DIR / INDEX_FILE
         d.start()
         assert d.proc is not None
-        d.proc.send_signal(signal.SIGKILL)  # at once: most likely during the first pass
+        deadline = time.monotonic() + 10  # killed once the first pass stored some pages
+        while time.monotonic() < deadline:  # (or when it ended: the test holds either way)
+            search_state = _search_status(d)
+            if search_state.get("state") != "building" or search_state.get("pagesIndexed"):
+                break
+            time.sleep(0.01)
+        d.proc.send_signal(signal.SIGKILL)
         d.proc.wait()
         d.start()
         status = d.cli("status")
