@@ -41,6 +41,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/memory.py
 	$(BIN)/python bench/daemon.py --sizes 100,10000,100000
+	$(BIN)/python bench/search.py --sizes 10000
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -69,3 +69,15 @@ def test_the_benchmark_of_two_versions_in_turns_runs(tmp_path: Path, page: str) 
     out = run_bench(tmp_path, "bench/turns.py", *args)
     assert "before first:" in out.stdout and "after first:" in out.stdout, out.stdout
     assert "taken out:" in out.stdout, out.stdout
+
+
+@pytest.mark.slow
+def test_the_search_benchmark_runs(tmp_path: Path) -> None:
+    out = run_bench(tmp_path, "bench/search.py", "--sizes", "100")
+    for label in (
+        "full index pass",
+        "mnote.workspace.search p50 (limit 20)",
+        "speed-up",
+        "search right after a write (catch-up) p50",
+    ):
+        assert label in out.stdout, (label, out.stdout)

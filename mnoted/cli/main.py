@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
 from mnoted.cli.client import Client, Unreachable
+from mnoted.cli.find_commands import add_find_commands, find_call
 from mnoted.cli.output import print_json, print_response, print_status, print_tools
 from mnoted.contract.tools import SCOPES, TOOLS, Format, PageSaveArgs, Scope
 from mnoted.core.names import BLOCK_COMMANDS, BLOCK_FIELDS, block_command_signature
@@ -176,6 +177,8 @@ def parser() -> argparse.ArgumentParser:
         help="text to find (exactly once in the page) and its replacement",
     )
     _write_flags(e)
+
+    add_find_commands(sub)
 
     editor = sub.add_parser("editor", help="block commands (seed 004 field names)")
     esub = editor.add_subparsers(dest="editor_cmd", required=True, metavar="COMMAND")
@@ -362,6 +365,8 @@ def tool_call(args: argparse.Namespace) -> tuple[str, str | None, dict[str, Any]
         if args.review_cmd == "reject" and args.reason:
             decision["reason"] = args.reason
         return f"mnote.review.{args.review_cmd}", None, decision, dry
+    if args.cmd in ("search", "links"):
+        return find_call(args)
     sub = args.page_cmd
     if sub == "get":
         return "mnote.page.get", args.doc, {}, False

@@ -6,6 +6,7 @@ import sys
 import unicodedata
 from typing import Any
 
+from mnoted.cli import find_output
 from mnoted.contract.envelope import readable_json
 
 _RED, _GREEN, _CYAN, _BOLD, _RESET = "\033[31m", "\033[32m", "\033[36m", "\033[1m", "\033[0m"
@@ -48,6 +49,9 @@ def print_response(response: dict[str, Any], color: bool = False) -> None:
     result = response.get("result") or {}
     audit = response.get("audit") or {}
     tool = response.get("toolName", "")
+    if tool in find_output.PRINTERS:
+        find_output.PRINTERS[tool](result, color)
+        return
     if result.get("schema") == "mnote.page_ai_review_session.v1":
         print_session(result, color)
         return
@@ -215,6 +219,13 @@ def print_status(health: dict[str, Any], workspaces: list[dict[str, Any]]) -> No
             continue
         branch = (ws.get("branch") or "").removeprefix("refs/heads/")
         print(f"  branch {branch} at {(ws.get('head') or '')[:12]}; {seen}")
+        search = ws.get("search")
+        if search:
+            print(
+                f"  search index {search.get('state')}: {search.get('pagesIndexed', 0):,} of "
+                f"{search.get('pagesTotal', 0):,} pages"
+                + (f" ({search['error']})" if search.get("error") else "")
+            )
         count = ws.get("pendingChanges") or 0
         if not count:
             print("  everything on disk is committed")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from mnoted.core.names import BLOCK_COMMANDS, BLOCK_FIELDS, block_command_signature
 
@@ -591,8 +591,8 @@ _SPECS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "mnote.page.move",
-        "Move or rename a page; its documentId stays the same. Links to it in other pages,"
-        " and relative links in it, are not rewritten: edit them with doc.markdown_edit.",
+        "Move or rename a page; its documentId stays the same. Links to it in pages the caller"
+        " may edit are updated in the same commit (shown in dryRun); others are counted.",
         PageMoveArgs,
         WriteResult,
         ("page.write",),
@@ -735,7 +735,79 @@ _REVIEW_SPECS: tuple[ToolSpec, ...] = (
     ),
 )
 
-TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in (*_SPECS, *_REVIEW_SPECS)}
+# -- finding: full-text search and the link graph (service.search_tools, service.link_tools) --
+
+
+class WorkspaceSearchArgs(_Args):
+    query: str = Field(
+        min_length=1,
+        max_length=1000,
+        description='words (all required), "a phrase", prefix*; Chinese and Japanese by any'
+        " substring of two or more characters",
+    )
+    paths: list[str] | None = Field(
+        default=None,
+        max_length=100,
+        description="only pages matching one of these globs, as grants read them (notes/**)",
+    )
+    tags: list[str] | None = Field(
+        default=None, max_length=50, description="only pages with every one of these tags"
+    )
+    frontmatter: dict[str, StrictBool | int | float | str] | None = Field(
+        default=None,
+        max_length=20,
+        description="only pages whose frontmatter field equals the value (or lists it)",
+    )
+    limit: int = Field(default=20, ge=1, le=200)
+    cursor: str | None = Field(default=None, max_length=64, description="nextCursor of an answer")
+
+
+class PageLinksArgs(_Args):
+    direction: Literal["both", "outgoing", "backlinks"] = "both"
+
+
+class SearchResult(_Result):
+    revision: str | None = Field(description="the commit the index reflected for this answer")
+    complete: bool = Field(description="false while the first full index is still being built")
+    total: int
+    hits: list[dict[str, Any]]
+    nextCursor: str | None = None
+    index: dict[str, Any] = Field(default_factory=dict)
+
+
+class LinksResult(_Result):
+    documentId: str
+    path: str
+    revision: str | None
+    outgoing: list[dict[str, Any]] | None = None
+    backlinks: list[dict[str, Any]] | None = None
+    complete: bool = True
+
+
+_FIND_SPECS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "mnote.workspace.search",
+        "Full-text search of the pages the caller may read, best first: each hit names its "
+        "page, block and heading path with a marked snippet. Filters: paths, tags, "
+        "frontmatter fields.",
+        WorkspaceSearchArgs,
+        SearchResult,
+        ("page.read",),
+        READ,
+        needs_document=False,
+    ),
+    ToolSpec(
+        "mnote.page.links",
+        "A page's outgoing links (wikilinks, embeds, Markdown links; resolved or not) and "
+        "its backlinks (the linking page and block).",
+        PageLinksArgs,
+        LinksResult,
+        ("page.read",),
+        READ,
+    ),
+)
+
+TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in (*_SPECS, *_REVIEW_SPECS, *_FIND_SPECS)}
 BY_SAFE_NAME: dict[str, ToolSpec] = {spec.safe_name: spec for spec in TOOLS.values()}
 SCOPES: tuple[str, ...] = ("page.read", "page.write", "artifact.write")
 

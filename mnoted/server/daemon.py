@@ -54,6 +54,7 @@ from mnoted.service import visibility
 from mnoted.service.actors import Actor
 from mnoted.service.executor import Service
 from mnoted.service.runner import RunnerConfig, WorkspaceRunner
+from mnoted.store import search_index
 from mnoted.store.badnames import names_not_utf8
 from mnoted.store.config import know_tools
 from mnoted.store.settings import Setting, read_table, unknown_keys
@@ -563,7 +564,13 @@ def _runner_status(runner: WorkspaceRunner, actor: Actor) -> dict[str, Any]:
         seen = [p for p in runner.pending_changes() if visibility.may_see(actor, ws, p)]
         count = len(seen)
         listed = [{"path": p, "reason": runner.skip_reason(p)} for p in seen[:UNCOMMITTED_LISTED]]
-    return {"head": ws.head, "branch": ws.branch, "pendingChanges": count, "uncommitted": listed}
+    return {
+        "head": ws.head,
+        "branch": ws.branch,
+        "pendingChanges": count,
+        "uncommitted": listed,
+        "search": search_index.of(ws).status(),
+    }
 
 
 GC_THRESHOLDS = (50_000, 20, 100)

@@ -1,6 +1,15 @@
 """The tool executor and the handlers of every ``mnote.*`` tool, one module per family."""
 
-from mnoted.service import artifacts, doc_tools, file_tools, page_tools, review, router
+from mnoted.service import (
+    artifacts,
+    doc_tools,
+    file_tools,
+    link_tools,
+    page_tools,
+    review,
+    router,
+    search_tools,
+)
 from mnoted.service.actors import Actor
 from mnoted.service.executor import HANDLERS, Service
 
@@ -11,7 +20,9 @@ __all__ = [
     "artifacts",
     "doc_tools",
     "file_tools",
+    "link_tools",
     "page_tools",
     "review",
     "router",
+    "search_tools",
 ]

@@ -9,6 +9,7 @@ from mnoted.core.page import parse_page
 from mnoted.errors import InvalidArguments
 from mnoted.service.artifacts import artifacts_of
 from mnoted.service.executor import Call, WritePlan, handles, page_write
+from mnoted.service.link_tools import plan_link_updates
 from mnoted.store import Delete, Move, Write, check_new_name
 
 SUMMARY_CHARS = 280
@@ -153,10 +154,21 @@ def page_move(call: Call) -> WritePlan:
         raise InvalidArguments("the page is already at that path")
     if call.ws.read_disk(target) is not None or call.ws.blob_id(target) is not None:
         raise InvalidArguments(f"{target} already exists", hint="Pick a free path.")
+    links = plan_link_updates(call, loaded, target)
     return WritePlan(
         command=call.spec.command or "page.move",
-        changes=[Move(loaded.path, target, base_blob=loaded.blob)],
-        result={"documentId": loaded.doc.document_id, "path": target, "oldPath": loaded.path},
+        changes=[
+            Move(loaded.path, target, data=links.moved_data, base_blob=loaded.blob),
+            *links.writes,
+        ],
+        result={
+            "documentId": loaded.doc.document_id,
+            "path": target,
+            "oldPath": loaded.path,
+            "linkUpdates": links.report(),
+            "unifiedDiff": links.diff,
+            "warnings": links.warnings,
+        },
         loaded=loaded,
         document=loaded.doc,
     )

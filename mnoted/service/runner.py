@@ -33,7 +33,7 @@ from mnoted.service.executor import Service
 from mnoted.service.file_tools import GRANTS, GRANTS_BY_PATH, grant_meta, read_grant
 from mnoted.service.retention import forget_old
 from mnoted.service.review import close_store, store_of
-from mnoted.store import Maintainer, Workspace, trees
+from mnoted.store import Maintainer, Workspace, search_index, trees
 from mnoted.store.config import CONFIG_PATH
 from mnoted.store.paths import hard_linked
 from mnoted.store.reviews import ReviewStore
@@ -159,6 +159,7 @@ class WorkspaceRunner:
                 # them, and the watcher's "started" signal needs no second pass.
                 self._start_watcher()
             self._reconcile("startup", first=True)
+            search_index.of(self.ws).start()  # (the first full index: in the background)
             self._check_config()  # (an edit made while the daemon was down is committed)
             self._maintainer = Maintainer(
                 self._maintain,
@@ -354,6 +355,7 @@ class WorkspaceRunner:
             self._maintainer.stop()
         if self.ws is not None:
             close_store(self.service, self.ws)
+            search_index.forget(self.ws)
             try:
                 self.ws.idle()
             except MnoteError as exc:

@@ -23,7 +23,7 @@ STEPS = (
     "journal-cleared",
     "index-written",
 )
-MAINTENANCE_STEPS = ("pack-published",)  # background maintenance, off the write path
+MAINTENANCE_STEPS = ("pack-published", "search-batch")  # background maintenance, off the write path
 
 _armed: dict[str, int] = {}
 _errors: dict[str, list[int]] = {}  # step -> [errno, times left (-1: until disarmed)]

@@ -48,6 +48,8 @@ def args_for(h: Harness, tool: str, doc: str) -> dict:
         "mnote.review.reject": {"sessionId": "review_x"},
         "mnote.review.retry": {"sessionId": "review_x"},
         "mnote.review.abort": {"sessionId": "review_x"},
+        "mnote.workspace.search": {"query": "123456", "paths": ["private/**"]},
+        "mnote.page.links": {},
     }[tool]
 
 
@@ -68,6 +70,9 @@ def test_hidden_page_reveals_nothing(h: Harness, tool: str) -> None:
     assert "Salary" not in text and "123456" not in text
     if tool == "mnote.workspace.list":
         assert resp["ok"] and resp["result"]["pages"] == []
+        return
+    if tool == "mnote.workspace.search":
+        assert resp["ok"] and resp["result"]["hits"] == [] and resp["result"]["total"] == 0
         return
     if tool == "mnote.file.release" or tool.startswith("mnote.review."):
         # These name a grant or a session, not the page: unknown ids, nothing about the page.

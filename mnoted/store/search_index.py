@@ -1,0 +1,536 @@
+"""The search and link index: derived state in its own SQLite file, rebuilt from Git.
+
+One row per page (``docs``), one per ranked piece of it (``chunks``: its title, each
+heading line, each paragraph) with an FTS5 row of the same id, its tags and its links.
+Nothing in it is a source of truth: the file may be deleted or damaged at any time and is
+then rebuilt from the tree of HEAD. It records the commit it reflects (``meta.commit``);
+a page is stored or removed in one transaction with that commit, so a SIGKILL at any
+point leaves a state a later pass finishes: the full pass (:func:`sync_tree`) skips pages
+whose blob it already holds, and :func:`catch_up` indexes only what a tree diff names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from mnoted.core.search_text import Query, best_chunk, extract, index_text
+from mnoted.store import faults, treediff
+from mnoted.store.indexer import is_document
+
+log = logging.getLogger("mnoted.search")
+
+INDEX_FILE = "search.sqlite3"
+SCHEMA_VERSION = "3"
+BATCH = 200
+"""Pages per transaction of a full pass (its progress survives a kill in steps of this)."""
+WEIGHTS = (10.0, 4.0, 1.0)
+"""BM25 weights of the title, heading and body columns."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS docs(
+    id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, blob TEXT NOT NULL,
+    title TEXT NOT NULL, meta TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS chunks(
+    id INTEGER PRIMARY KEY, doc INTEGER NOT NULL, line INTEGER NOT NULL,
+    kind TEXT NOT NULL, headings TEXT NOT NULL, text TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc);
+CREATE TABLE IF NOT EXISTS tags(doc INTEGER NOT NULL, tag TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS tags_doc ON tags(doc);
+CREATE INDEX IF NOT EXISTS tags_tag ON tags(tag);
+CREATE TABLE IF NOT EXISTS links(
+    doc INTEGER NOT NULL, key TEXT NOT NULL, line INTEGER NOT NULL, raw TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS links_doc ON links(doc);
+CREATE INDEX IF NOT EXISTS links_key ON links(key);
+CREATE VIRTUAL TABLE IF NOT EXISTS pages_fts USING fts5(
+    title, headings, body, content = '', tokenize = 'unicode61 remove_diacritics 2');
+"""
+
+
+class IndexDamaged(Exception):
+    """The index file cannot be used; it is deleted and rebuilt."""
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open (or create) the index at ``path``; raise :class:`IndexDamaged` if unusable."""
+    try:
+        conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA busy_timeout=5000")
+        version = None
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name='meta'").fetchone():
+            row = conn.execute("SELECT value FROM meta WHERE key='version'").fetchone()
+            version = row[0] if row else None
+            if version != SCHEMA_VERSION:
+                conn.close()
+                raise IndexDamaged(f"schema version {version!r}")
+        else:
+            conn.executescript("BEGIN;" + _SCHEMA + "COMMIT;")
+            conn.execute("INSERT OR REPLACE INTO meta VALUES('version', ?)", (SCHEMA_VERSION,))
+        return conn
+    except sqlite3.DatabaseError as exc:
+        raise IndexDamaged(str(exc)) from exc
+
+
+def remove(path: Path) -> None:
+    """Delete the index file and its WAL companions."""
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{path}{suffix}")
+
+
+def indexed_commit(conn: sqlite3.Connection) -> str | None:
+    row = conn.execute("SELECT value FROM meta WHERE key='commit'").fetchone()
+    return row[0] if row else None
+
+
+def _set_commit(conn: sqlite3.Connection, commit: str | None) -> None:
+    if commit is None:
+        conn.execute("DELETE FROM meta WHERE key='commit'")
+    else:
+        conn.execute("INSERT OR REPLACE INTO meta VALUES('commit', ?)", (commit,))
+
+
+def _drop(conn: sqlite3.Connection, path: str) -> None:
+    row = conn.execute("SELECT id FROM docs WHERE path=?", (path,)).fetchone()
+    if row is None:
+        return
+    doc = row[0]
+    pieces = conn.execute("SELECT kind, text FROM chunks WHERE doc=? ORDER BY id", (doc,))
+    # (a contentless FTS5 table forgets a row given the values it was made of)
+    conn.execute(
+        "INSERT INTO pages_fts(pages_fts, rowid, title, headings, body)"
+        " VALUES('delete', ?, ?, ?, ?)",
+        (doc, *_columns(pieces.fetchall())),
+    )
+    conn.execute("DELETE FROM chunks WHERE doc=?", (doc,))
+    conn.execute("DELETE FROM tags WHERE doc=?", (doc,))
+    conn.execute("DELETE FROM links WHERE doc=?", (doc,))
+    conn.execute("DELETE FROM docs WHERE id=?", (doc,))
+
+
+_COLUMN = {"title": 0, "heading": 1}  # (the FTS column of each kind of chunk; else body)
+
+
+def _columns(pieces: Sequence[tuple[str, str]]) -> tuple[str, str, str]:
+    """A page's title, headings and body as the FTS table is given them."""
+    columns: tuple[list[str], list[str], list[str]] = ([], [], [])
+    for kind, text in pieces:
+        columns[_COLUMN.get(kind, 2)].append(text)
+    title, headings, body = (index_text("\n\n".join(col)) for col in columns)
+    return title, headings, body
+
+
+def _store(conn: sqlite3.Connection, path: str, blob: str, data: bytes) -> None:
+    _drop(conn, path)
+    text = data.decode("utf-8", errors="replace")
+    page = extract(text, path)
+    cur = conn.execute(
+        "INSERT INTO docs(path, blob, title, meta) VALUES(?, ?, ?, ?)",
+        (path, blob, page.title, json.dumps(page.meta, ensure_ascii=False)),
+    )
+    doc = cur.lastrowid
+    pieces: list[tuple[int, str, list[str], str]] = [(-1, "title", [], page.title)]
+    pieces.extend((c.line, c.kind, list(c.headings), c.text) for c in page.chunks)
+    conn.executemany(
+        "INSERT INTO chunks(doc, line, kind, headings, text) VALUES(?, ?, ?, ?, ?)",
+        [(doc, ln, kind, json.dumps(hs, ensure_ascii=False), t) for ln, kind, hs, t in pieces],
+    )
+    conn.execute(
+        "INSERT INTO pages_fts(rowid, title, headings, body) VALUES(?, ?, ?, ?)",
+        (doc, *_columns([(kind, text) for _, kind, _, text in pieces])),
+    )
+    conn.executemany("INSERT INTO tags VALUES(?, ?)", [(doc, t) for t in page.tags])
+    conn.executemany(
+        "INSERT INTO links VALUES(?, ?, ?, ?)",
+        [(doc, link.key, link.line, link.raw) for link in page.links],
+    )
+
+
+_FILES = (pygit2.GIT_FILEMODE_BLOB, pygit2.GIT_FILEMODE_BLOB_EXECUTABLE)
+
+
+def _pages(
+    repo: pygit2.Repository, tree: pygit2.Tree, prefix: str = ""
+) -> Iterator[tuple[str, str]]:
+    for entry in tree:
+        name = prefix + str(entry.name)
+        if entry.type == pygit2.GIT_OBJECT_TREE:
+            sub = repo[entry.id]
+            assert isinstance(sub, pygit2.Tree)
+            yield from _pages(repo, sub, name + "/")
+        elif entry.filemode in _FILES and is_document(name):
+            yield name, str(entry.id)
+
+
+def _blob(repo: pygit2.Repository, blob_id: str) -> bytes:
+    obj = repo[blob_id]
+    return bytes(obj.data) if isinstance(obj, pygit2.Blob) else b""
+
+
+def sync_tree(
+    conn: sqlite3.Connection,
+    repo: pygit2.Repository,
+    commit: str,
+    progress: Callable[[int, int], None] = lambda done, total: None,
+    stop: threading.Event | None = None,
+    *,
+    batch: int = BATCH,
+) -> bool:
+    """Make the index hold exactly the pages of ``commit``'s tree; False if stopped."""
+    obj = repo[commit]
+    assert isinstance(obj, pygit2.Commit)
+    pages = dict(_pages(repo, obj.tree))
+    held = dict(conn.execute("SELECT path, blob FROM docs").fetchall())
+    todo = [(p, b) for p, b in pages.items() if held.get(p) != b]
+    gone = [p for p in held if p not in pages]
+    total = len(pages)
+    done = total - len(todo)
+    progress(done, total)
+    conn.execute("BEGIN")
+    _set_commit(conn, None)  # (incomplete until the pass ends)
+    for path in gone:
+        _drop(conn, path)
+    conn.execute("COMMIT")
+    for at in range(0, len(todo), batch):
+        if stop is not None and stop.is_set():
+            return False
+        conn.execute("BEGIN")
+        for path, blob in todo[at : at + batch]:
+            _store(conn, path, blob, _blob(repo, blob))
+        conn.execute("COMMIT")
+        faults.point("search-batch")
+        done += len(todo[at : at + batch])
+        progress(done, total)
+    conn.execute("BEGIN")
+    _set_commit(conn, commit)
+    conn.execute("COMMIT")
+    return True
+
+
+def catch_up(conn: sqlite3.Connection, repo: pygit2.Repository, old: str, new: str) -> int:
+    """Index the pages that changed from commit ``old`` to ``new``; return how many."""
+    old_obj, new_obj = repo[old], repo[new]
+    assert isinstance(old_obj, pygit2.Commit) and isinstance(new_obj, pygit2.Commit)
+    deltas = treediff.diff(repo, old_obj.tree, new_obj.tree)
+    changed = 0
+    conn.execute("BEGIN")
+    try:
+        for delta in deltas:
+            if delta.old_path and is_document(delta.old_path) and delta.old_path != delta.new_path:
+                _drop(conn, delta.old_path)
+                changed += 1
+            if delta.new_path and is_document(delta.new_path):
+                if delta.status == "D" or delta.new_id is None:
+                    _drop(conn, delta.new_path)
+                else:
+                    _store(conn, delta.new_path, delta.new_id, _blob(repo, delta.new_id))
+                changed += 1
+        _set_commit(conn, new)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return changed
+
+
+# -- queries ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Hit:
+    path: str
+    blob: str
+    title: str
+    line: int
+    kind: str
+    headings: list[str]
+    text: str
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What narrows a search: who may see a page, path globs, tags, frontmatter fields."""
+
+    visible: Callable[[str], bool] | None = None
+    visible_under: Sequence[str] | None = None  # folders ("notes/"), as `visible` when it is so
+    paths: Callable[[str], bool] | None = None
+    tags: Sequence[str] = ()
+    fields: Sequence[tuple[str, Any]] = ()
+
+
+def _where(filters: Filters, conn: sqlite3.Connection) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if filters.visible is not None:
+        conn.create_function("mnote_visible", 1, filters.visible, deterministic=True)
+        clauses.append("mnote_visible(d.path)")
+    if filters.visible_under is not None:
+        ranges = []
+        for folder in filters.visible_under:
+            ranges.append("(d.path >= ? AND d.path < ?)")
+            params += [folder, folder[:-1] + chr(ord(folder[-1]) + 1)]
+        clauses.append("(" + (" OR ".join(ranges) or "0") + ")")
+    if filters.paths is not None:
+        conn.create_function("mnote_paths", 1, filters.paths, deterministic=True)
+        clauses.append("mnote_paths(d.path)")
+    for tag in filters.tags:
+        clauses.append("EXISTS (SELECT 1 FROM tags t WHERE t.doc = d.id AND t.tag = ?)")
+        params.append(tag.lstrip("#").lower())
+    for key, value in filters.fields:
+        clauses.append("EXISTS (SELECT 1 FROM json_each(d.meta, ?) j WHERE j.value = ?)")
+        params.append('$."' + key.replace('"', '\\"') + '"')
+        params.append(int(value) if isinstance(value, bool) else value)
+    return (" AND " + " AND ".join(clauses)) if clauses else "", params
+
+
+def search(
+    conn: sqlite3.Connection, query: Query, filters: Filters, limit: int, offset: int
+) -> tuple[int, list[Hit]]:
+    """The pages matching ``query`` that pass ``filters``, best first, each with the piece
+    that matches it best; and how many there are in all."""
+    where, params = _where(filters, conn)
+    sql = f"""
+        WITH m AS MATERIALIZED (
+            SELECT rowid AS doc, bm25(pages_fts, ?, ?, ?) AS score
+            FROM pages_fts WHERE pages_fts MATCH ?
+        )
+        SELECT d.id, d.path, d.title, d.blob, count(*) OVER ()
+        FROM m JOIN docs d ON d.id = m.doc
+        WHERE 1{where}
+        ORDER BY m.score, d.path LIMIT ? OFFSET ?
+    """
+    rows = conn.execute(sql, [*WEIGHTS, query.match, *params, limit, offset]).fetchall()
+    total = rows[0][4] if rows else 0
+    if not rows and offset:
+        total = conn.execute(
+            f"""SELECT count(*) FROM pages_fts f JOIN docs d ON d.id = f.rowid
+            WHERE pages_fts MATCH ?{where}""",
+            [query.match, *params],
+        ).fetchone()[0]
+    pieces: dict[int, list[tuple[int, str, str, str]]] = {row[0]: [] for row in rows}
+    if pieces:
+        marks = ",".join("?" * len(pieces))
+        for doc, line, kind, headings, text in conn.execute(
+            f"SELECT doc, line, kind, headings, text FROM chunks WHERE doc IN ({marks})"
+            " ORDER BY id",
+            list(pieces),
+        ):
+            pieces[doc].append((line, kind, headings, text))
+    hits = []
+    for doc, path, title, blob, _ in rows:
+        found = pieces[doc]
+        at = best_chunk([(kind, text) for _, kind, _, text in found], query.marks)
+        line, kind, headings, text = found[at] if at is not None else (-1, "title", "[]", title)
+        hits.append(Hit(path, blob, title, line, kind, json.loads(headings), text))
+    return int(total), hits
+
+
+def linking_pages(conn: sqlite3.Connection, keys: Sequence[str]) -> list[str]:
+    """Paths of the pages with a link whose name is one of ``keys`` (lower-case stems)."""
+    if not keys:
+        return []
+    marks = ",".join("?" * len(keys))
+    rows = conn.execute(
+        f"SELECT DISTINCT d.path FROM links l JOIN docs d ON d.id = l.doc WHERE l.key IN ({marks})"
+        " ORDER BY d.path",
+        list(keys),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def page_count(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT count(*) FROM docs").fetchone()[0])
+
+
+# -- one workspace's index ------------------------------------------------------------------
+
+
+class SearchIndex:
+    """A workspace's index: its first full pass runs on a thread of its own; queries (on
+    the workspace's thread) catch it up with HEAD first, so they see every landed write."""
+
+    def __init__(self, ws: Any, *, batch: int = BATCH) -> None:
+        self.ws = ws
+        self.path = Path(ws.state_dir) / INDEX_FILE
+        self.batch = batch
+        self._conn: sqlite3.Connection | None = None
+        self._inode: int | None = None  # the file `_conn` has open
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.done = 0
+        self.total = 0
+        self.target: str | None = None  # the commit the running (or last) full pass indexes
+        self.failed: str | None = None
+
+    @property
+    def building(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        """Bring the index up to HEAD in the background (a full pass if it needs one)."""
+        if self.building or self.ws.head is None:
+            return
+        self._stop.clear()
+        head = self.ws.head
+        self.target = head
+        self._thread = threading.Thread(
+            target=self._build, args=(head,), name="mnoted-search-index", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _progress(self, done: int, total: int) -> None:
+        self.done, self.total = done, total
+
+    def _build(self, head: str) -> None:
+        conn: sqlite3.Connection | None = None
+        try:
+            try:
+                conn = connect(self.path)
+                if conn.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                    raise IndexDamaged("quick_check failed")
+            except (IndexDamaged, sqlite3.DatabaseError) as exc:
+                log.warning("search index %s is unusable (%s); rebuilding it", self.path, exc)
+                if conn is not None:
+                    conn.close()
+                remove(self.path)
+                conn = connect(self.path)
+            if indexed_commit(conn) is None:
+                repo = pygit2.Repository(str(self.ws.root))
+                sync_tree(conn, repo, head, self._progress, self._stop, batch=self.batch)
+            else:
+                self.done = self.total = page_count(conn)
+            self.failed = None
+        except Exception as exc:  # the index is derived: its failure never stops the daemon
+            log.exception("search index pass failed")
+            self.failed = f"{type(exc).__name__}: {exc}"
+        finally:
+            if conn is not None:
+                conn.close()
+
+    def status(self) -> dict[str, Any]:
+        """What ``mnote status`` shows: built or building, and how far."""
+        out: dict[str, Any] = {
+            "state": "building" if self.building else ("failed" if self.failed else "ready"),
+            "pagesIndexed": self.done,
+            "pagesTotal": self.total,
+        }
+        if self.failed:
+            out["error"] = self.failed
+        return out
+
+    def current(self) -> tuple[sqlite3.Connection | None, bool]:
+        """On the workspace's thread: the index brought up to HEAD, and whether it is
+        complete (False while a full pass runs: it then answers from what is built)."""
+        ws = self.ws
+        ws.refresh()
+        head = ws.head
+        if self._inode is not None and _inode(self.path) != self._inode:
+            self._close()  # (deleted, or replaced by a rebuild: the file open is not it)
+        if not self.path.exists():
+            self._close()
+            if self.building:
+                self._stop.set()
+                assert self._thread is not None
+                self._thread.join(timeout=10)
+            self.done = self.total = 0
+        if self.building:
+            return self._open(), False
+        conn = self._open()
+        if conn is None:
+            self.start()
+            return None, False
+        try:
+            commit = indexed_commit(conn)
+            if commit is None:
+                self.start()
+                return conn, False
+            if commit != head and head is not None:
+                try:
+                    catch_up(conn, ws._repo, commit, head)
+                except (KeyError, ValueError, pygit2.GitError):
+                    _set_commit(conn, None)
+                    self.start()
+                    return conn, False
+            self.total = self.done = page_count(conn)
+            return conn, True
+        except sqlite3.DatabaseError as exc:
+            log.warning("search index %s failed (%s); rebuilding it", self.path, exc)
+            self._close()
+            remove(self.path)
+            self.done = self.total = 0
+            self.start()
+            return None, False
+
+    def _open(self) -> sqlite3.Connection | None:
+        if self._conn is None:
+            try:
+                self._conn = connect(self.path)
+            except IndexDamaged:
+                if self.building:
+                    return None
+                remove(self.path)
+                try:
+                    self._conn = connect(self.path)
+                except IndexDamaged:
+                    return None
+            self._inode = _inode(self.path)
+        return self._conn
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        self._inode = None
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return None
+
+
+_ATTRIBUTE = "_search_index"  # (kept on the workspace object: its index lives and goes with it)
+_INDEXES_LOCK = threading.Lock()
+
+
+def of(ws: Any, *, batch: int = BATCH) -> SearchIndex:
+    """The search index of an open workspace (one per workspace object; ``batch`` is
+    taken when it is made)."""
+    with _INDEXES_LOCK:
+        index: SearchIndex | None = getattr(ws, _ATTRIBUTE, None)
+        if index is None:
+            index = SearchIndex(ws, batch=batch)
+            setattr(ws, _ATTRIBUTE, index)
+        return index
+
+
+def forget(ws: Any) -> None:
+    """Stop and drop the index of a workspace being closed."""
+    with _INDEXES_LOCK:
+        index: SearchIndex | None = getattr(ws, _ATTRIBUTE, None)
+        if index is not None:
+            setattr(ws, _ATTRIBUTE, None)
+    if index is not None:
+        index.stop()
