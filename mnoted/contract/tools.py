@@ -758,12 +758,15 @@ class WorkspaceSearchArgs(_Args):
         max_length=20,
         description="only pages whose frontmatter field equals the value (or lists it)",
     )
-    limit: int = Field(default=20, ge=1, le=200)
+    limit: int = Field(default=20, ge=1, le=200, description="most hits to return")
     cursor: str | None = Field(default=None, max_length=64, description="nextCursor of an answer")
 
 
 class PageLinksArgs(_Args):
-    direction: Literal["both", "outgoing", "backlinks"] = "both"
+    direction: Literal["both", "outgoing", "backlinks"] = Field(
+        default="both",
+        description="outgoing: the links in this page; backlinks: the pages linking here",
+    )
 
 
 class SearchResult(_Result):

@@ -73,6 +73,9 @@ def drive(call: Call, schemas: dict[str, dict[str, Any]]) -> dict[str, dict[str,
     granted.write_text(granted.read_text(encoding="utf-8") + "\nA third idea.\n", "utf-8")
     run("mnote_file_release", documentId=ideas, grantId=grant["result"]["grantId"])
     run("mnote_page_move", documentId=ideas, newPath=kept)
+    found = run("mnote_workspace_search", query="Sunday")
+    assert page in [hit["path"] for hit in found["result"]["hits"]], found
+    run("mnote_page_links", documentId=page)
 
     def propose(search: str, replace: str) -> str:
         made = run(

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from mnoted.contract.tools import TOOLS
 from tests.e2e.conftest import DaemonProcess
 from tests.e2e.every_tool import report
 from tests.e2e.test_mcp import every_tool
@@ -101,7 +102,8 @@ def test_every_tool_through_hermes_and_through_mcp_1_26(daemon: DaemonProcess) -
     out = json.loads(run.stdout.strip().splitlines()[-1])
     names = out["names"]
     assert "mnote_review_accept" not in names and "mnote_page_create" in names
-    assert len(names) == 24 and all(len(n) <= 64 and "." not in n for n in names)
+    agent_tools = [s for s in TOOLS.values() if not s.owner_only]
+    assert len(names) == len(agent_tools) and all(len(n) <= 64 and "." not in n for n in names)
     assert report(out["results"], names) == f"{len(names)}/{len(names)} usable"
     author = daemon.git("log", "-1", "--format=%an|%(trailers:key=Mnote-Actor,valueonly)").strip()
     assert author == "hermes|hermes"
@@ -109,7 +111,7 @@ def test_every_tool_through_hermes_and_through_mcp_1_26(daemon: DaemonProcess) -
     # the same environment's `mnote mcp` (mcp 1.26), driven by the SDK client
     over_mcp = every_tool(daemon, daemon.owner_token(), mnote=python.parent / "mnote")
     offered = sorted(t["name"] for t in over_mcp["tools"])
-    assert report(over_mcp["results"], offered) == "26/26 usable"
+    assert report(over_mcp["results"], offered) == f"{len(TOOLS)}/{len(TOOLS)} usable"
 
 
 def test_the_plugin_derives_the_idempotency_key_from_the_runtimes_call_id(

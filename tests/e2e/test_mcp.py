@@ -18,6 +18,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import get_default_environment, stdio_client
 
+from mnoted.contract.tools import TOOLS
 from mnoted.server.locations import default_socket_path
 from mnoted.store import Workspace
 from tests.e2e.conftest import DaemonProcess
@@ -98,7 +99,7 @@ def test_every_tool_is_usable_through_the_mcp_sdk_as_the_readme_sets_it_up(
     out = every_tool(daemon, daemon.owner_token())
     tools = {t["name"]: t for t in out["tools"]}
     offered = sorted(tools)
-    assert len(offered) == 26, offered
+    assert len(offered) == len(TOOLS), offered
     assert report(out["results"], offered) == f"{len(offered)}/{len(offered)} usable"
     # listed under names model providers take ([A-Za-z0-9_-]{1,64}), titled canonically
     assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name) for name in offered)
@@ -162,7 +163,7 @@ def test_the_bridge_needs_a_token_or_an_explicit_owner_flag(daemon: DaemonProces
             await session.initialize()
             return await session.list_tools()
 
-    assert len(anyio.run(start).tools) == 26
+    assert len(anyio.run(start).tools) == len(TOOLS)
 
 
 def wire(value: Any) -> dict[str, Any]:
