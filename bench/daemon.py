@@ -38,7 +38,7 @@ from core import build_page
 from fixture import build_packed_repo, daemon_env
 from mcpfs import Server, compare, install
 
-from mnoted.cli.client import Client, Unreachable
+from mnoted.client.client import Client, Unreachable
 from mnoted.core.page import parse_page
 from mnoted.store import Workspace
 from mnoted.store.atomic import write_atomic
@@ -378,7 +378,7 @@ def bench_size(
             client.request("POST", "/v1/tools/call", client.envelope(tool, "page.md"))
             # Bodies made beforehand (each call has its own ids), sent and read raw, taking
             # turns with the round trip; then both through the project's client
-            # (mnoted.cli.client: a kept connection, the answer parsed by pydantic_core).
+            # (mnoted.client.client: a kept connection, the answer parsed by pydantic_core).
             bodies = iter(
                 [json.dumps(client.envelope(tool, "page.md")).encode() for _ in range(writes)]
             )

@@ -33,7 +33,7 @@ from commit import rel_path
 from fixture import build_packed_repo, daemon_env, status_mb
 
 import mnoted
-from mnoted.cli.client import Client, Unreachable
+from mnoted.client.client import Client, Unreachable
 from mnoted.core.page import parse_page
 from mnoted.store import Workspace
 

@@ -15,15 +15,17 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
-from mnoted.cli.client import Client, Unreachable
 from mnoted.cli.find_commands import add_find_commands, find_call
 from mnoted.cli.output import print_json, print_response, print_status, print_tools
+from mnoted.client.client import Client, Unreachable
 from mnoted.contract.tools import SCOPES, TOOLS, Format, PageSaveArgs, Scope
 from mnoted.core.names import BLOCK_COMMANDS, BLOCK_FIELDS, block_command_signature
 from mnoted.errors import MnoteError
+from mnoted.locations import config_dir
 
 if TYPE_CHECKING:
     from mnoted.store.tokens import TokenRecord
@@ -307,7 +309,6 @@ def _daemon_args(p: argparse.ArgumentParser) -> None:
 
 def _daemon(args: argparse.Namespace) -> int:
     from mnoted.server.daemon import DaemonConfig, run
-    from mnoted.server.locations import config_dir
 
     path = args.config or config_dir() / "config.toml"
     config = DaemonConfig.load(path)
@@ -552,7 +553,12 @@ def _workspace_log(client: Client, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def main(argv: list[str] | None = None) -> int:
+Door = Callable[[Client], int]
+"""A command served by a layer above the CLI (``mnote mcp``: the MCP bridge), given the
+socket's client; :mod:`mnoted.integrations.entry` passes them in."""
+
+
+def main(argv: list[str] | None = None, doors: Mapping[str, Door] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         if args.cmd == "init":
@@ -564,8 +570,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "install-service":
             return _install_service(args)
         if args.cmd == "mcp":
-            from mnoted.integrations.mcp_server import main as mcp_main
-
+            door = (doors or {}).get("mcp")
+            if door is None:  # (the `mnote` command is mnoted.integrations.entry)
+                print("mnote mcp: run the `mnote` command for the MCP bridge", file=sys.stderr)
+                return EXIT_USAGE
             token = os.environ.get("MNOTE_TOKEN")
             if not token and not args.as_owner:
                 print(
@@ -574,7 +582,7 @@ def main(argv: list[str] | None = None) -> int:
                     file=sys.stderr,
                 )
                 return EXIT_USAGE
-            return mcp_main(Client(args.socket, token=token))
+            return door(Client(args.socket, token=token))
         client = Client(args.socket)
         if args.cmd == "status":
             _, health = client.request("GET", "/v1/health")
@@ -623,13 +631,13 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_TOOL
 
 
-def entry() -> int:
+def entry(doors: Mapping[str, Door] | None = None) -> int:
     """Console entry point: ``main`` with a quiet exit when stdout is closed early (``| head``).
     A page's bytes that are not UTF-8 (lone surrogates in its text) are printed as they are."""
     if isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(errors="surrogateescape")
     try:
-        return main()
+        return main(doors=doors)
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK

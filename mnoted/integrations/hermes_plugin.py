@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from mnoted.cli.client import Client, Unreachable
+from mnoted.client.client import Client, Unreachable
 from mnoted.contract.envelope import readable_json
 from mnoted.contract.tools import TOOLS, ToolSpec, lookup
 from mnoted.integrations.tooling import agent_schema, call_body

@@ -23,7 +23,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 from mnoted import __version__
-from mnoted.cli.client import Client
+from mnoted.client.client import Client
 from mnoted.contract.envelope import readable_json
 from mnoted.contract.tools import lookup
 from mnoted.integrations.tooling import agent_schema, call_body

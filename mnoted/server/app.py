@@ -16,7 +16,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 
@@ -28,11 +28,54 @@ from mnoted.service import visibility
 from mnoted.service.actors import Actor
 
 if TYPE_CHECKING:
-    from mnoted.server.daemon import Daemon
+    from mnoted.server.connections import ConnectionGuard
+    from mnoted.service.events import EventBus
+    from mnoted.store import Workspace
 
 log = logging.getLogger("mnoted.http")
 ACTOR = web.RequestKey("actor", Actor)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class Served(Protocol):
+    """One served workspace as the app sees it (:class:`mnoted.host.Host`)."""
+
+    @property
+    def ws(self) -> Workspace | None: ...
+
+    @property
+    def workspace_id(self) -> str: ...
+
+
+class Daemon(Protocol):
+    """What the app asks of the daemon (:class:`mnoted.server.daemon.Daemon`), so this
+    module needs nothing from the one that builds it."""
+
+    uid: int
+    connections: ConnectionGuard
+
+    @property
+    def events(self) -> EventBus: ...
+
+    def clock(self) -> float: ...
+
+    def actor_for(self, authorization: str) -> Actor | None: ...
+
+    def host_for(self, workspace_id: str | None, actor: Actor) -> Served: ...
+
+    def health(self) -> dict[str, Any]: ...
+
+    async def workspace_status(self, actor: Actor) -> list[dict[str, Any]]: ...
+
+    def call_failed(self, payload: Any, exc: MnoteError, actor: Actor | None) -> dict[str, Any]: ...
+
+    def request_limit(self, payload: Any) -> int | None: ...
+
+    def cached_answer(self, payload: Any, actor: Actor) -> bytes | None: ...
+
+    async def call(self, payload: Any, actor: Actor) -> bytes: ...
+
+    def may_see(self, actor: Actor, event: dict[str, Any]) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -114,7 +157,7 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
                         ),
                     )
                 )
-            invalid = actor.invalid_at(daemon.service.clock())
+            invalid = actor.invalid_at(daemon.clock())
             if invalid is not None and request.path != "/v1/tools/call":
                 # (a call is answered in its envelope, by the executor's own check)
                 return json_error(401, PermissionDenied(invalid))
@@ -142,9 +185,9 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
 
     async def tools(request: web.Request) -> web.Response:
         actor = request[ACTOR]
-        runner = daemon.runner_for(request.query.get("workspaceId"), actor)
-        disabled = runner.ws.config.disabled_tools if runner.ws else frozenset()
-        mode = runner.ws.config.approval_mode if runner.ws else None
+        served = daemon.host_for(request.query.get("workspaceId"), actor)
+        disabled = served.ws.config.disabled_tools if served.ws else frozenset()
+        mode = served.ws.config.approval_mode if served.ws else None
         caller = {
             "actorId": actor.actor_id,
             "kind": actor.kind,
@@ -153,7 +196,7 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
             "protectEditing": "refused" if not actor.is_owner else "allowed",
         }
         body = manifest(disabled, None if actor.is_owner else actor.scopes, mode, caller)
-        body["workspaceId"] = runner.workspace_id
+        body["workspaceId"] = served.workspace_id
         return web.json_response(body)
 
     async def call(request: web.Request) -> web.Response:
@@ -172,9 +215,7 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
         # (fewer brackets than the limit cannot nest deeper: most requests skip the walk)
         if raw.count(b"[") + raw.count(b"{") > limit and json_depth(payload, limit) > limit:
             too_deep = InvalidArguments(f"JSON nested deeper than {limits.max_json_depth}")
-            return web.json_response(
-                daemon.service.call_failed(payload, too_deep, actor), status=400
-            )
+            return web.json_response(daemon.call_failed(payload, too_deep, actor), status=400)
         workspace_limit = daemon.request_limit(payload)
         if workspace_limit is not None and len(raw) > workspace_limit:
             return json_error(
@@ -203,7 +244,7 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
             if daemon.may_see(actor, event):
                 loop.call_soon_threadsafe(stream.offer, visibility.public(event))
 
-        unsubscribe = daemon.service.events.subscribe(deliver)
+        unsubscribe = daemon.events.subscribe(deliver)
         request.app[STREAMS].add(stream)
         quiet = 0.0
         sent = 0  # ids count this stream's events only: a gap would tell of a hidden one

@@ -1,6 +1,6 @@
-"""``mnoted``: the composition root that reads configuration and runs the daemon.
+"""``mnoted``: reads its configuration and serves its workspaces on a Unix socket.
 
-One daemon serves one or more workspaces (one runner thread each) on a private Unix
+One daemon serves one or more workspaces (one :class:`~mnoted.host.Host` each) on a private Unix
 socket. It starts serving without parsing any page, shuts down cleanly on SIGTERM
 (the command in flight finishes, watchers stop, the socket is removed), reloads its
 configuration on SIGHUP (workspaces added or removed), and reports readiness and a
@@ -38,28 +38,21 @@ from mnoted.errors import (
     Timeout,
     WorkspaceInvalid,
 )
+from mnoted.host import Host, HostShared, RunnerConfig
+from mnoted.locations import OWNER_TOKEN, config_dir, default_socket_path
 from mnoted.server.allocator import fix_thresholds, give_back
 from mnoted.server.app import Limits, build_app, stream_stats
 from mnoted.server.connections import BACKLOG, FILES_RESERVED, ConnectionGuard, raise_open_files
-from mnoted.server.locations import (
-    config_dir,
-    default_socket_path,
-    forget_socket,
-    owner_token,
-    record_socket,
-)
+from mnoted.server.locations import forget_socket, owner_token, record_socket
 from mnoted.server.sdnotify import notify, watchdog_interval
 from mnoted.server.unixsocket import bind_private
 from mnoted.service import visibility
 from mnoted.service.actors import Actor
-from mnoted.service.executor import Service
-from mnoted.service.runner import RunnerConfig, WorkspaceRunner
-from mnoted.store import search_index
+from mnoted.service.events import EventBus
+from mnoted.service.executor import failure
 from mnoted.store.badnames import names_not_utf8
 from mnoted.store.config import know_tools
 from mnoted.store.settings import Setting, read_table, unknown_keys
-from mnoted.store.statedir import STATE_DIR
-from mnoted.store.tokens import TokenStore
 
 log = logging.getLogger("mnoted")
 
@@ -157,7 +150,8 @@ type, default and range."""
 
 
 class Daemon:
-    """The running daemon: runners by workspace id, the executor, the HTTP app."""
+    """The running daemon: a host by workspace id, the HTTP app. Which workspace a call is
+    for is decided here (:meth:`host_for`), once; that workspace's service runs it."""
 
     def __init__(self, config: DaemonConfig, token: str, token_file: Path | None = None) -> None:
         self.config = config
@@ -165,9 +159,9 @@ class Daemon:
         self.owner_token_file = token_file  # (re-read when it changes: :meth:`owner_token`)
         self._owner_stamp: tuple[int, ...] | None = None
         self.uid = os.getuid()
-        self.service = Service()
+        self.shared = HostShared()
         know_tools(TOOLS)  # (a disabledTools entry that names no tool is refused)
-        self.runners: dict[str, WorkspaceRunner] = {}
+        self.hosts: dict[str, Host] = {}
         self.started = time.time()
         self._sites: list[web.SockSite] = []
         self._web: web.AppRunner | None = None
@@ -186,38 +180,45 @@ class Daemon:
         must = {p.resolve() for p in required}
         first: MnoteError | None = None
         for root in dict.fromkeys(p.resolve() for p in [*roots, *required]):
-            if any(r.root == root for r in self.runners.values()):
+            if any(h.root == root for h in self.hosts.values()):
                 continue
             try:
-                runner = WorkspaceRunner(
-                    root, self.service, self.config.runner, after_maintenance=give_back
+                host = Host(
+                    root, self.config.runner, shared=self.shared, after_maintenance=give_back
                 )
-                runner.start()
+                host.start()
             except MnoteError as exc:
                 if root in must:
                     raise
                 log.error("not serving %s: %s (%s)", root, exc.message, exc.hint)
                 first = first or exc
                 continue
-            self.runners[runner.workspace_id] = runner
-            log.info("serving workspace=%s root=%s", runner.workspace_id, root)
-        if first is not None and not self.runners:
+            self.hosts[host.workspace_id] = host
+            log.info("serving workspace=%s root=%s", host.workspace_id, root)
+        if first is not None and not self.hosts:
             raise first
 
     def close_workspace(self, workspace_id: str) -> None:
-        runner = self.runners.pop(workspace_id)
-        runner.stop()
-        self.service.workspaces.pop(workspace_id, None)
+        self.hosts.pop(workspace_id).stop()
         log.info("stopped serving workspace=%s", workspace_id)
 
-    def runner_for(self, workspace_id: str | None, actor: Actor) -> WorkspaceRunner:
+    @property
+    def events(self) -> EventBus:
+        return self.shared.events
+
+    def clock(self) -> float:
+        return self.shared.clock()
+
+    def host_for(self, workspace_id: str | None, actor: Actor) -> Host:
+        """The host of the workspace a call names, else its token's, else the only one
+        served; :class:`PermissionDenied` for one the caller may not use."""
         if workspace_id is None:
             # an agent's token names its workspace; the owner's names none
             workspace_id = actor.workspace_id
         if workspace_id is None:
-            if len(self.runners) == 1:
-                return next(iter(self.runners.values()))
-            served = ", ".join(f"{wid} ({r.root})" for wid, r in self.runners.items())
+            if len(self.hosts) == 1:
+                return next(iter(self.hosts.values()))
+            served = ", ".join(f"{wid} ({h.root})" for wid, h in self.hosts.items())
             raise InvalidArguments(
                 "workspaceId is required: this daemon serves several workspaces",
                 hint=(
@@ -225,10 +226,10 @@ class Daemon:
                     "ID, or run mnote from inside the workspace's folder."
                 ),
             )
-        runner = self.runners.get(workspace_id)
-        if runner is None or (actor.workspace_id not in (None, workspace_id)):
+        host = self.hosts.get(workspace_id)
+        if host is None or (actor.workspace_id not in (None, workspace_id)):
             raise PermissionDenied(f"no workspace {workspace_id!r} is available to you")
-        return runner
+        return host
 
     # -- calls -----------------------------------------------------------------------------------
     def actor_for(self, authorization: str) -> Actor | None:
@@ -242,14 +243,14 @@ class Daemon:
         if hmac.compare_digest(token, self.owner_token()):
             return Actor.owner()
         damaged: MnoteError | None = None
-        for runner in list(self.runners.values()):
+        for host in list(self.hosts.values()):
             try:
-                record = TokenStore(runner.root / STATE_DIR).find(token)
+                record = host.find_token(token)
             except MnoteError as exc:
                 damaged = damaged or exc
                 continue
             if record is not None:
-                return Actor.from_token(record, workspace_id=runner.workspace_id)
+                return Actor.from_token(record, workspace_id=host.workspace_id)
         if damaged is not None:
             raise damaged
         return None
@@ -277,22 +278,30 @@ class Daemon:
                 self.token = fresh
         return self.token
 
-    async def call(self, payload: Any, actor: Actor) -> bytes:
-        """Run a tool call on its workspace's thread; the response as sent on the wire."""
+    def call_failed(self, payload: Any, exc: MnoteError, actor: Actor | None) -> dict[str, Any]:
+        """The response to a call refused before a workspace's service took it."""
+        served = next(iter(self.hosts)) if len(self.hosts) == 1 else None
+        return failure(payload, exc, actor, served).to_wire()
+
+    def _host_of_call(self, payload: Any, actor: Actor) -> Host:
         wid = _named_workspace(payload)
         if wid is None and actor.workspace_id is not None:
             wid = actor.workspace_id
+        return self.host_for(wid if isinstance(wid, str) else None, actor)
+
+    async def call(self, payload: Any, actor: Actor) -> bytes:
+        """Run a tool call on its workspace's thread; the response as sent on the wire."""
         try:
-            runner = self.runner_for(wid if isinstance(wid, str) else None, actor)
+            host = self._host_of_call(payload, actor)
         except MnoteError as exc:
-            return wire_bytes(self.service.call_failed(payload, exc, actor))
+            return wire_bytes(self.call_failed(payload, exc, actor))
         limit = self.config.limits.request_seconds
         try:
-            return await _answer(runner.submit_call(payload, actor), limit)
+            return await _answer(host.submit_call(payload, actor), limit)
         except TimeoutError:
             log.warning("call over the %.0fs limit: %s", limit, payload.get("toolName"))
             return wire_bytes(
-                self.service.call_failed(
+                host.service.call_failed(
                     payload,
                     Timeout(f"the call took longer than {limit:.0f}s; it is still running"),
                     actor,
@@ -302,7 +311,11 @@ class Daemon:
     def cached_answer(self, payload: Any, actor: Actor) -> bytes | None:
         """A repeated read answered on the event loop (``service.readcache``); None: call."""
         try:
-            return self.service.cached_answer(payload, actor)
+            host = self._host_of_call(payload, actor)
+        except MnoteError:  # (the call reports it)
+            return None
+        try:
+            return host.service.cached_answer(payload, actor)
         except Exception:  # the call then runs as any other and reports what is wrong
             log.exception("the read cache failed; the call runs in its workspace")
             return None
@@ -310,12 +323,12 @@ class Daemon:
     def request_limit(self, payload: Any) -> int | None:
         """The request size limit of the workspace a call names (``maxRequestBytes``)."""
         wid = _named_workspace(payload)
-        runner = self.runners.get(wid) if isinstance(wid, str) else None
-        if runner is None and len(self.runners) == 1:
-            runner = next(iter(self.runners.values()))
-        if runner is None or runner.ws is None:
+        host = self.hosts.get(wid) if isinstance(wid, str) else None
+        if host is None and len(self.hosts) == 1:
+            host = next(iter(self.hosts.values()))
+        if host is None or host.ws is None:
             return None
-        return runner.ws.config.max_request_bytes
+        return host.ws.config.max_request_bytes
 
     def may_see(self, actor: Actor, event: dict[str, Any]) -> bool:
         return visibility.event_visible(actor, event)
@@ -326,7 +339,7 @@ class Daemon:
             "version": __version__,
             "pid": os.getpid(),
             "uptimeSeconds": round(time.time() - self.started, 3),
-            "workspaces": len(self.runners),
+            "workspaces": len(self.hosts),
             "socket": str(self.config.socket),
             "connections": self.connections.stats(),
             "eventStreams": stream_stats(self._app) if self._app is not None else None,
@@ -335,13 +348,14 @@ class Daemon:
     async def workspace_status(self, actor: Actor) -> list[dict[str, Any]]:
         """Each workspace's state; awaited, so a long commit never stalls other requests."""
         out = []
-        for wid, runner in list(self.runners.items()):
+        for wid, host in list(self.hosts.items()):
             if actor.workspace_id not in (None, wid):
                 continue
-            health = runner.watcher.health() if runner.watcher else None
             try:
                 status = await asyncio.wait_for(
-                    asyncio.wrap_future(runner.submit(partial(_runner_status, runner, actor))),
+                    asyncio.wrap_future(
+                        host.submit(partial(host.status, actor, UNCOMMITTED_LISTED))
+                    ),
                     self.config.limits.request_seconds,
                 )
             except TimeoutError:  # the workspace's thread is still busy (a huge commit)
@@ -349,40 +363,27 @@ class Daemon:
             except MnoteError as exc:  # the repository refuses commits now (HEAD detached, ...)
                 status = {**_NO_STATUS, "refused": exc.to_dict()}
             if isinstance(status.get("uncommitted"), list):
-                status = await self._with_bad_names(runner, status)
+                status = await self._with_bad_names(host.root, status)
             out.append(
                 {
                     "workspaceId": wid,
-                    "root": str(runner.root) if actor.is_owner else None,
-                    "watcher": None
-                    if health is None
-                    else {
-                        "state": health.state.value,
-                        "watchCount": health.watch_count,
-                        "overflows": health.overflows,
-                        "pending": health.pending,
-                        "needsReconcile": health.needs_reconcile,
-                        "lastError": health.last_error,
-                    },
-                    "externalCommits": runner.external_commits,
+                    "root": str(host.root) if actor.is_owner else None,
+                    "watcher": host.watcher_state(),
+                    "externalCommits": host.runner.external_commits,
                     **status,
                 }
             )
         return out
 
-    async def _with_bad_names(
-        self, runner: WorkspaceRunner, status: dict[str, Any]
-    ) -> dict[str, Any]:
+    async def _with_bad_names(self, root: Path, status: dict[str, Any]) -> dict[str, Any]:
         """``status`` with the files left uncommitted for their names (not UTF-8), looked
         for off the workspace's thread and at most every :data:`BAD_NAMES_EVERY` seconds."""
         now = time.monotonic()
-        known = self._bad_names.get(runner.root)
+        known = self._bad_names.get(root)
         if known is None or now - known[0] > BAD_NAMES_EVERY:
             loop = asyncio.get_running_loop()
-            found = await loop.run_in_executor(
-                None, names_not_utf8, runner.root, UNCOMMITTED_LISTED
-            )
-            known = self._bad_names[runner.root] = (now, found)
+            found = await loop.run_in_executor(None, names_not_utf8, root, UNCOMMITTED_LISTED)
+            known = self._bad_names[root] = (now, found)
         count, names = known[1]
         if not count:
             return status
@@ -432,7 +433,7 @@ class Daemon:
         except OSError as exc:  # (clients still find it by MNOTED_SOCKET or XDG_RUNTIME_DIR)
             log.warning("could not record the socket's path: %s", exc)
         print(f"mnoted {__version__} listening on {self.config.socket}", flush=True)
-        notify(f"READY=1\nSTATUS=serving {len(self.runners)} workspace(s)")
+        notify(f"READY=1\nSTATUS=serving {len(self.hosts)} workspace(s)")
         beat = watchdog_interval()
         heartbeat = asyncio.create_task(self._heartbeat(beat)) if beat else None
         await self._stop.wait()
@@ -465,8 +466,8 @@ class Daemon:
         loop = asyncio.get_running_loop()
 
         def apply() -> None:
-            for wid, runner in list(self.runners.items()):
-                if runner.root not in wanted:
+            for wid, host in list(self.hosts.items()):
+                if host.root not in wanted:
                     self.close_workspace(wid)
             try:
                 self.open_workspaces(sorted(wanted))  # (each that fails is logged)
@@ -481,7 +482,7 @@ class Daemon:
             await self._web.cleanup()
         self.connections.close_all()
         loop = asyncio.get_running_loop()
-        for wid in list(self.runners):
+        for wid in list(self.hosts):
             await loop.run_in_executor(None, self.close_workspace, wid)
         for path in [self.config.socket, *self.config.listen]:
             with contextlib.suppress(FileNotFoundError):
@@ -553,26 +554,6 @@ async def _answer(future: Future[bytes], limit: float) -> bytes:
         timer.cancel()
 
 
-def _runner_status(runner: WorkspaceRunner, actor: Actor) -> dict[str, Any]:
-    """A workspace's state as ``actor`` may see it: an agent's listing names only paths its
-    grants cover, and counts only those (:mod:`mnoted.service.visibility`)."""
-    ws = runner.ws
-    assert ws is not None
-    if actor.is_owner:
-        count, listed = runner.uncommitted(UNCOMMITTED_LISTED)
-    else:
-        seen = [p for p in runner.pending_changes() if visibility.may_see(actor, ws, p)]
-        count = len(seen)
-        listed = [{"path": p, "reason": runner.skip_reason(p)} for p in seen[:UNCOMMITTED_LISTED]]
-    return {
-        "head": ws.head,
-        "branch": ws.branch,
-        "pendingChanges": count,
-        "uncommitted": listed,
-        "search": search_index.of(ws).status(),
-    }
-
-
 GC_THRESHOLDS = (50_000, 20, 100)
 """Cycle-collector generation thresholds (the default is 700, 10, 10); see :func:`run`."""
 
@@ -587,9 +568,8 @@ def run(config: DaemonConfig) -> int:
     if not config.workspaces and not config.pinned:
         print("mnoted: no workspace given (use --workspace DIR or a config file)", file=sys.stderr)
         return 2
-    token = owner_token(config_dir(), create=True)
-    assert token is not None
-    daemon = Daemon(config, token, config_dir() / "owner.token")
+    token = owner_token(config_dir())
+    daemon = Daemon(config, token, config_dir() / OWNER_TOKEN)
     # Parsed pages are tens of thousands of small objects each; with the default
     # thresholds the cycle collector walks them all many times per edit of a big page.
     # The modules loaded so far never become garbage: keep them out of its walks too.

@@ -1,8 +1,5 @@
-"""Where mnoted keeps things on this machine: config folder, owner token, default socket.
-
-Light on purpose (standard library only): clients and plugins import it without the
-daemon's dependencies.
-"""
+"""What the daemon writes where its clients look (:mod:`mnoted.locations`): the socket
+record and the owner's token, made on first start."""
 
 from __future__ import annotations
 
@@ -10,24 +7,7 @@ import os
 import secrets
 from pathlib import Path
 
-
-def config_dir(env: dict[str, str] | None = None) -> Path:
-    """``$XDG_CONFIG_HOME/mnoted``, else ``~/.config/mnoted``."""
-    env = dict(os.environ) if env is None else env
-    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME", str(Path.home()))) / ".config")
-    return Path(base) / "mnoted"
-
-
-def default_socket_path(env: dict[str, str] | None = None) -> Path:
-    """``$XDG_RUNTIME_DIR/mnoted/mnoted.sock``, else ``/tmp/mnoted-$UID/mnoted.sock``."""
-    env = dict(os.environ) if env is None else env
-    runtime = env.get("XDG_RUNTIME_DIR")
-    base = Path(runtime) / "mnoted" if runtime else Path(f"/tmp/mnoted-{os.getuid()}")
-    return base / "mnoted.sock"
-
-
-SOCKET_RECORD = "socket-path"
-"""The file in the config folder where a running daemon writes the path of its socket."""
+from mnoted.locations import OWNER_TOKEN, SOCKET_RECORD, config_dir, read_owner_token
 
 
 def record_socket(socket: Path, env: dict[str, str] | None = None) -> Path:
@@ -54,37 +34,14 @@ def forget_socket(socket: Path, env: dict[str, str] | None = None) -> None:
         pass
 
 
-def find_socket(env: dict[str, str] | None = None) -> Path:
-    """The daemon's socket as a client finds it: ``$MNOTED_SOCKET``; else
-    ``$XDG_RUNTIME_DIR/mnoted/mnoted.sock`` if it is there; else the path the running
-    daemon recorded in the config folder (found from HOME alone); else the default."""
-    env = dict(os.environ) if env is None else env
-    given = env.get("MNOTED_SOCKET")
-    if given:
-        return Path(given)
-    default = default_socket_path(env)
-    if env.get("XDG_RUNTIME_DIR") and default.exists():
-        return default
-    try:
-        recorded = (config_dir(env) / SOCKET_RECORD).read_text(encoding="utf-8").strip()
-    except OSError:
-        recorded = ""
-    if recorded and Path(recorded).exists():
-        return Path(recorded)
-    return default
-
-
-def owner_token(directory: Path, *, create: bool) -> str | None:
+def owner_token(directory: Path) -> str:
     """The owner's token, kept 0600 in the user's config folder (created on first start)."""
-    path = directory / "owner.token"
-    try:
-        return path.read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
-        if not create:
-            return None
+    token = read_owner_token(directory)
+    if token is not None:
+        return token
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     token = "mno_" + secrets.token_urlsafe(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    fd = os.open(directory / OWNER_TOKEN, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(token + "\n")
     return token

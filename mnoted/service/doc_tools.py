@@ -10,24 +10,11 @@ from typing import Any
 
 from mnoted.core import commands as C
 from mnoted.core.markdown_edit import markdown_edit
-from mnoted.core.views import build_context
 from mnoted.errors import InvalidArguments, TargetOutOfScope
-from mnoted.service.executor import Call, WritePlan, handles, page_write
+from mnoted.service.executor import Call, WritePlan, context_of, handles, page_write
 from mnoted.service.pages import LoadedPage
+from mnoted.service.review import frozen_selection
 from mnoted.store import message
-
-
-def context_of(call: Call, loaded: LoadedPage, **view: Any) -> dict[str, Any]:
-    """The page's context view for this caller (its ids, its revision, what it may edit)."""
-    return build_context(
-        loaded.page,
-        document_id=loaded.doc.document_id,
-        revision=loaded.revision,
-        workspace_id=call.ws.workspace_id,
-        editable=call.may_edit(loaded),
-        blob=loaded.blob,
-        **view,
-    )
 
 
 @handles("mnote.doc.fetch", store_only=True, cached=True)
@@ -71,8 +58,6 @@ def _check_scope(allowed: list[str] | None, ids: list[str | None]) -> None:
 def allowed_targets(call: Call, loaded: LoadedPage) -> list[str] | None:
     """The blocks this write may change: those the call names, within the selection its
     run froze with ``mnote.page_ai.context`` (which applies without being sent again)."""
-    from mnoted.service.review import frozen_selection
-
     given = call.args.allowedTargetBlockIds
     frozen = frozen_selection(call, loaded.doc.document_id)
     if frozen is None:

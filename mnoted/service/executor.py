@@ -32,6 +32,7 @@ from mnoted.contract.manifest import availability, scope_covers
 from mnoted.contract.tools import TOOLS, ToolSpec, lookup
 from mnoted.core.commands import EditResult
 from mnoted.core.page import Page
+from mnoted.core.views import build_context
 from mnoted.errors import (
     BaseChanged,
     Conflict,
@@ -78,6 +79,33 @@ def _log_failure(name: str, exc: MnoteError) -> None:
         log.warning("%s failed: %s", call, exc.message)
     elif isinstance(exc, LockBusy | WorkspaceInvalid):
         log.info("%s refused: %s", call, exc.message)
+
+
+def failure(
+    raw: Any, exc: MnoteError, actor: Actor | None = None, served: str | None = None
+) -> ToolResponse:
+    """The response to a call that failed with ``exc``; ``audit.workspaceId`` is the
+    workspace the call named, else its token's, else ``served`` (the one that ran it)."""
+    fields = raw if isinstance(raw, Mapping) else {}
+    name = str(fields.get("toolName", ""))
+    _log_failure(name, exc)
+    spec = lookup(name)
+    named = _str(fields.get("workspaceId", fields.get("workspace_id")))
+    if named is None and actor is not None:
+        named = actor.workspace_id
+    return ToolResponse(
+        ok=False,
+        toolName=spec.name if spec else name or "",
+        toolCallId=_str(fields.get("toolCallId", fields.get("tool_call_id"))),
+        traceId=_str(fields.get("traceId", fields.get("trace_id"))),
+        result=None,
+        audit=Audit(
+            effect="none",
+            workspaceId=named if named is not None else served,
+            documentId=_str(fields.get("documentId", fields.get("document_id"))),
+        ),
+        error=ErrorBody(**exc.to_dict()),
+    )
 
 
 @dataclass
@@ -187,6 +215,45 @@ CACHED: set[str] = set()
 """Reads whose answer may be given again while their page is unchanged (service.readcache)."""
 
 
+def context_of(call: Call, loaded: LoadedPage, **view: Any) -> dict[str, Any]:
+    """The page's context view for this caller (its ids, its revision, what it may edit)."""
+    return build_context(
+        loaded.page,
+        document_id=loaded.doc.document_id,
+        revision=loaded.revision,
+        workspace_id=call.ws.workspace_id,
+        editable=call.may_edit(loaded),
+        blob=loaded.blob,
+        **view,
+    )
+
+
+@dataclass(frozen=True)
+class ReviewHooks:
+    """What the pipeline asks of review sessions: :mod:`mnoted.service.review` registers
+    them when it is imported (:func:`use_reviews`), as handlers register with
+    :func:`handles`, so the review module depends on the executor and never the reverse."""
+
+    propose: Callable[[Call, str, dict[str, Any], dict[str, Any], WritePlan], dict[str, Any]]
+    proposal_of: Callable[[str, dict[str, Any], WritePlan | None], dict[str, Any]]
+    preview_of: Callable[[str, WritePlan], dict[str, Any]]
+    record_applied: Callable[[Call, WritePlan, str, str, str | None, str | None], None]
+
+
+_REVIEWS: list[ReviewHooks] = []
+
+
+def use_reviews(hooks: ReviewHooks) -> None:
+    """Register the review sessions' side of the pipeline (once)."""
+    _REVIEWS[:] = [hooks]
+
+
+def reviews() -> ReviewHooks:
+    if not _REVIEWS:
+        raise InternalError("the review module is not loaded (import mnoted.service)")
+    return _REVIEWS[0]
+
+
 def handles(
     name: str, *, store_only: bool = False, cached: bool = False
 ) -> Callable[[Handler], Handler]:
@@ -273,18 +340,34 @@ def _validation_message(exc: ValidationError) -> tuple[str, list[dict[str, Any]]
 
 
 class Service:
-    """The executor for the workspaces of one daemon."""
+    """The executor of one workspace (bound by :meth:`add`, once).
 
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
-        self.workspaces: dict[str, Workspace] = {}
-        self.pages = PageCache()
-        self.reads = readcache.ReadCache()
-        self.events = EventBus()
+    Which workspace a call is for is decided above, by the daemon (:mod:`mnoted.host`);
+    a call that names another workspace is refused here, never served. The page cache,
+    the kept answers and the event bus may be shared by the services of one daemon (their
+    keys name the workspace), so one bound covers them all.
+    """
+
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.time,
+        *,
+        pages: PageCache | None = None,
+        reads: readcache.ReadCache | None = None,
+        events: EventBus | None = None,
+    ) -> None:
+        self.ws: Workspace | None = None
+        self.pages = pages if pages is not None else PageCache()
+        self.reads = reads if reads is not None else readcache.ReadCache()
+        self.events = events if events is not None else EventBus()
         self.clock = clock
-        self.review_stores: dict[str, ReviewStore] = {}  # by workspace id; see service.review
+        self.review_store: ReviewStore | None = None  # opened on first use: service.review
 
     def add(self, ws: Workspace) -> None:
-        self.workspaces[ws.workspace_id] = ws
+        """Serve ``ws`` (a service serves one workspace; binding another is a bug)."""
+        if self.ws is not None and self.ws is not ws:
+            raise ValueError(f"this service serves {self.ws.workspace_id}, not {ws.workspace_id}")
+        self.ws = ws
 
     @staticmethod
     def groupable(raw: Any, actor: Actor, ws: Workspace) -> bool:
@@ -337,39 +420,14 @@ class Service:
             return self._failure(raw, name, error, actor), None
 
     def call_failed(self, raw: Any, exc: MnoteError, actor: Actor | None = None) -> dict[str, Any]:
-        """The response envelope of a call refused before it reached a workspace."""
-        name = str(raw.get("toolName", "")) if isinstance(raw, Mapping) else ""
-        return self._failure(raw, name, exc, actor).to_wire()
+        """The response envelope of a call refused before it ran."""
+        served = self.ws.workspace_id if self.ws is not None else None
+        return failure(raw, exc, actor, served).to_wire()
 
     def _failure(
         self, raw: Any, name: str, exc: MnoteError, actor: Actor | None = None
     ) -> ToolResponse:
-        _log_failure(name, exc)
-        fields = raw if isinstance(raw, Mapping) else {}
-        spec = lookup(name)
-        return ToolResponse(
-            ok=False,
-            toolName=spec.name if spec else name or "",
-            toolCallId=_str(fields.get("toolCallId", fields.get("tool_call_id"))),
-            traceId=_str(fields.get("traceId", fields.get("trace_id"))),
-            result=None,
-            audit=Audit(
-                effect="none",
-                workspaceId=self.failed_workspace(fields, actor),
-                documentId=_str(fields.get("documentId", fields.get("document_id"))),
-            ),
-            error=ErrorBody(**exc.to_dict()),
-        )
-
-    def failed_workspace(self, fields: Mapping[str, Any], actor: Actor | None) -> str | None:
-        """The workspace a refused call was for, as ``audit.workspaceId`` names it: the one
-        it named, else its token's, else the only one served (None if it cannot be told)."""
-        named = _str(fields.get("workspaceId", fields.get("workspace_id")))
-        if named is not None:
-            return named
-        if actor is not None and actor.workspace_id is not None:
-            return actor.workspace_id
-        return next(iter(self.workspaces)) if len(self.workspaces) == 1 else None
+        return failure(raw, exc, actor, self.ws.workspace_id if self.ws is not None else None)
 
     def _call(self, raw: Mapping[str, Any], actor: Actor) -> tuple[ToolResponse, bytes | None]:
         call = self._admit(raw, actor)
@@ -469,13 +527,12 @@ class Service:
         return body
 
     def _workspace(self, request: ToolRequest, actor: Actor) -> Workspace:
+        """This service's workspace, if the call and its caller may have it."""
+        ws = self.ws
+        if ws is None:
+            raise InternalError("the service was asked for a call before its workspace opened")
         wid = request.workspaceId or actor.workspace_id
-        if wid is None and len(self.workspaces) == 1:
-            return next(iter(self.workspaces.values()))
-        if wid is None:
-            raise InvalidArguments("workspaceId is required (this daemon serves several)")
-        ws = self.workspaces.get(wid)
-        if ws is None or actor.workspace_id not in (None, wid):
+        if wid is not None and (wid != ws.workspace_id or actor.workspace_id not in (None, wid)):
             raise PermissionDenied(f"no workspace {wid!r} is available to you")
         return ws
 
@@ -559,8 +616,7 @@ class Service:
         if plan.changes and (request.dryRun or waits):
             ws.check_writable(plan.changes)  # (refused as the write would be; apply checks it)
         if waits:
-            from mnoted.service import review
-
+            review = reviews()
             args = call.wire_args
             session = review.propose(
                 call, spec.name, args, review.proposal_of(spec.name, args, plan), plan
@@ -630,8 +686,7 @@ class Service:
         response = self._ok(call, result, audit)
         if key:
             _keep(call, key, digest, response)
-        from mnoted.service import review
-
+        review = reviews()
         ws.with_landing(  # (kept in the group's review batch: dropped if it fails)
             lambda: review.record_applied(
                 call, plan, commit.commit, commit.command_id, document_id, path
@@ -901,8 +956,7 @@ def _preview_fields(call: Call, plan: WritePlan, result: dict[str, Any]) -> None
     """What a review preview shows, on a direct write's result too (seed 003 §3.3):
     ``changedBlocks``, ``risk``, ``blocked``, ``warnings``; and page.save's seed-000
     summary."""
-    from mnoted.service import review
-
+    review = reviews()
     preview = review.preview_of(call.spec.name, plan)
     for key in ("changedBlocks", "risk", "blocked", "warnings"):
         result.setdefault(key, preview[key])

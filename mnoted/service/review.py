@@ -12,7 +12,7 @@ tool call and who accepted it. ``yolo`` mode and every direct write also leave a
 from __future__ import annotations
 
 import secrets
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mnoted.contract.envelope import ToolRequest
 from mnoted.contract.tools import TOOLS
@@ -28,21 +28,21 @@ from mnoted.errors import (
 )
 from mnoted.service import provenance, visibility
 from mnoted.service.actors import Actor, utc_iso
-from mnoted.service.doc_tools import context_of
 from mnoted.service.executor import (
     HANDLERS,
     Call,
+    ReviewHooks,
+    Service,
     WritePlan,
     block_diff,
+    context_of,
     handles,
     plan_paths,
     read_back,
+    use_reviews,
 )
 from mnoted.store import CommandMeta, Workspace
 from mnoted.store.reviews import ReviewStore
-
-if TYPE_CHECKING:
-    from mnoted.service.executor import Service
 
 SCHEMA = "mnote.page_ai_review_session.v1"
 STATES = (
@@ -78,16 +78,15 @@ FINISHED = tuple(state for state, after in TRANSITIONS.items() if not after)
 
 def store_of(service: Service, ws: Workspace) -> ReviewStore:
     """The workspace's review store (opened on the workspace's own thread, once)."""
-    store = service.review_stores.get(ws.workspace_id)
+    store = service.review_store
     if store is None:
-        store = ReviewStore(ws.state_dir)
-        service.review_stores[ws.workspace_id] = store
+        store = service.review_store = ReviewStore(ws.state_dir)
         _recover(service, ws, store)
     return store
 
 
 def close_store(service: Service, ws: Workspace) -> None:
-    store = service.review_stores.pop(ws.workspace_id, None)
+    store, service.review_store = service.review_store, None
     if store is not None:
         store.close()
 
@@ -745,3 +744,13 @@ def page_ai_context(call: Call) -> dict[str, Any]:
         frozen.get("revision") != context.get("revision")
     )
     return frozen
+
+
+use_reviews(
+    ReviewHooks(
+        propose=propose,
+        proposal_of=proposal_of,
+        preview_of=preview_of,
+        record_applied=record_applied,
+    )
+)

@@ -19,8 +19,7 @@ from typing import Any
 from mnoted.contract.tools import TOOLS
 from mnoted.core.blocks import Block
 from mnoted.core.page import Page
-from mnoted.service.doc_tools import context_of
-from mnoted.service.executor import Call, approval_required, handles
+from mnoted.service.executor import Call, approval_required, context_of, handles
 
 SCHEMA = "mnote.page_ai_command_route.v1"
 

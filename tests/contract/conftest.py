@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from mnoted.cli.client import Client
+from mnoted.client.client import Client
 from mnoted.store import Workspace
 from tests.e2e.conftest import DaemonProcess
 

@@ -11,7 +11,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from mnoted.cli.client import Client
+from mnoted.client.client import Client
 from tests.contract.conftest import PLAN, call, started, write
 from tests.e2e.conftest import DaemonProcess
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mnoted.cli.client import Client, Unreachable
+from mnoted.client.client import Client, Unreachable
 from mnoted.store import Workspace
 
 

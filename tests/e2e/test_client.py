@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mnoted.cli.client import Client, Unreachable
+from mnoted.client.client import Client, Unreachable
 from tests.e2e.conftest import DaemonProcess
 
 

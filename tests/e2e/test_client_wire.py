@@ -1,4 +1,4 @@
-"""The client's HTTP/1.1 reader (``mnoted.cli.wire``): every framing HTTP allows, read the
+"""The client's HTTP/1.1 reader (``mnoted.client.wire``): every framing HTTP allows, read the
 same however the bytes arrive, answers one after another on one kept connection, and
 what is not HTTP refused with an error instead of a wrong answer."""
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mnoted.cli import wire
-from mnoted.cli.wire import Answer, BadAnswer, Connection, Dropped
+from mnoted.client import wire
+from mnoted.client.wire import Answer, BadAnswer, Connection, Dropped
 
 
 @pytest.fixture

@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mnoted.server.locations import SOCKET_RECORD, find_socket, record_socket
+from mnoted.client.locations import find_socket
+from mnoted.locations import SOCKET_RECORD
+from mnoted.server.locations import record_socket
 from tests.e2e.conftest import DaemonProcess
 
 

@@ -19,7 +19,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import get_default_environment, stdio_client
 
 from mnoted.contract.tools import TOOLS
-from mnoted.server.locations import default_socket_path
+from mnoted.locations import default_socket_path
 from mnoted.store import Workspace
 from tests.e2e.conftest import DaemonProcess
 from tests.e2e.every_tool import drive, report

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from typing import Any
 
-from mnoted.cli.client import Client
+from mnoted.client.client import Client
 from mnoted.store.statedir import LEGACY_STATE_DIR, STATE_DIR
 from tests.e2e.conftest import DaemonProcess
 

@@ -18,7 +18,7 @@ import uuid
 
 import pytest
 
-from mnoted.cli.client import Unreachable
+from mnoted.client.client import Unreachable
 from mnoted.store.spares import PREFIX as SPARE_PREFIX
 from tests.e2e.conftest import DaemonProcess, fsck
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from mnoted.cli.client import parse_answer
+from mnoted.client.client import parse_answer
 from mnoted.contract.envelope import wire_bytes
 from tests.e2e.conftest import DaemonProcess
 from tests.service.conftest import Harness

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from mnoted.host.runner import RunnerConfig, WorkspaceRunner
 from mnoted.service import Service
-from mnoted.service.runner import RunnerConfig, WorkspaceRunner
 from mnoted.store import Workspace
 from mnoted.sync import ReconcileReason
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from mnoted.host.runner import RunnerConfig, WorkspaceRunner
 from mnoted.service import Actor, Service
-from mnoted.service.runner import RunnerConfig, WorkspaceRunner
 from mnoted.store import Workspace, faults
 from mnoted.store.reviews import ReviewStore
 from tests.service.test_runner import git, wait_for

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mnoted.service import Service
 from tests.service.conftest import Harness
 
 FIRST = "# Notes\n\nThe first draft of a paragraph.\n"
@@ -19,8 +20,8 @@ def test_a_workspace_never_gets_another_workspaces_ids_for_the_same_text(tmp_pat
     """Two workspaces of one daemon hold the same text at the same path, reached by other
     histories: each gets the ids its own history gave, the same before and after a restart."""
     a, b = Harness(tmp_path / "a"), Harness(tmp_path / "b")
-    b.service = a.service
-    a.service.add(b.ws)
+    b.service = Service(pages=a.service.pages)  # one daemon: its services share the cache
+    b.service.add(b.ws)
     try:
         a.write_file("notes/p.md", FIRST)
         carried = ids(a, "notes/p.md")

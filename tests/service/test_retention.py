@@ -1,4 +1,4 @@
-"""Records past their time go (`mnoted.service.retention`); what is still open stays, and a
+"""Records past their time go (`mnoted.host.retention`); what is still open stays, and a
 late retry of a write is still recognized."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from mnoted.host.retention import DAY, SESSION_DAYS, forget_old
+from mnoted.host.runner import RunnerConfig, WorkspaceRunner
 from mnoted.service import Actor, Service
-from mnoted.service.retention import DAY, SESSION_DAYS, forget_old
-from mnoted.service.runner import RunnerConfig, WorkspaceRunner
 from mnoted.store import Workspace
 from tests.service.conftest import Harness
 from tests.service.test_review import propose_save

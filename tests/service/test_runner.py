@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from mnoted.host.runner import RunnerConfig, WorkspaceRunner
 from mnoted.service import Actor, Service
-from mnoted.service.runner import RunnerConfig, WorkspaceRunner
 from mnoted.store import CommandMeta, Workspace, Write, faults, packs, workspace
 from tests.conftest import deleted_packs_held, needs_proc
 

@@ -27,11 +27,11 @@ from typing import Any, TypeVar
 
 from mnoted.contract.envelope import wire_bytes
 from mnoted.errors import Conflict, MnoteError, NotFound, PathRejected
+from mnoted.host.retention import forget_old
 from mnoted.service import visibility
 from mnoted.service.actors import Actor
 from mnoted.service.executor import Service
 from mnoted.service.file_tools import GRANTS, GRANTS_BY_PATH, grant_meta, read_grant
-from mnoted.service.retention import forget_old
 from mnoted.service.review import close_store, store_of
 from mnoted.store import Maintainer, Workspace, search_index, trees
 from mnoted.store.config import CONFIG_PATH

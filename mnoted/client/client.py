@@ -18,9 +18,10 @@ from typing import Any
 
 import pydantic_core
 
-from mnoted.cli.wire import BadAnswer, Connection, Dropped
+from mnoted.client.locations import find_socket
+from mnoted.client.wire import BadAnswer, Connection, Dropped
 from mnoted.contract.tools import lookup
-from mnoted.server.locations import config_dir, find_socket, owner_token
+from mnoted.locations import config_dir, read_owner_token
 
 
 class Unreachable(Exception):
@@ -79,9 +80,7 @@ class Client:
         self, socket_path: Path | None = None, token: str | None = None, timeout: float = 120.0
     ) -> None:
         self.socket_path = socket_path or find_socket()
-        self.token = (
-            token or os.environ.get("MNOTE_TOKEN") or owner_token(config_dir(), create=False)
-        )
+        self.token = token or os.environ.get("MNOTE_TOKEN") or read_owner_token(config_dir())
         self.timeout = timeout
         self.session = f"cli_{os.getpid()}"
         self._idle: list[Connection] = []
