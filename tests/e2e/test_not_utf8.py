@@ -56,7 +56,14 @@ def test_the_mcp_bridge_answers_it(daemon: DaemonProcess) -> None:
     doc = _page(daemon)
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "mnoted.cli.main", "--socket", str(daemon.socket), "mcp", "--as-owner"],
+        args=[
+            "-m",
+            "mnoted.integrations.entry",
+            "--socket",
+            str(daemon.socket),
+            "mcp",
+            "--as-owner",
+        ],
         env=daemon.env,
     )
 

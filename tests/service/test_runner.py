@@ -351,7 +351,7 @@ def test_the_start_up_pass_asks_git_and_later_passes_walk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, git_there: bool
 ) -> None:
     """Without the ``git`` command the start-up pass walks the tree and commits the same."""
-    from mnoted.service import runner as runner_module
+    from mnoted.host import runner as runner_module
     from mnoted.sync import gitstatus
 
     root = tmp_path / "ws"
