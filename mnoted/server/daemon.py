@@ -19,7 +19,7 @@ import signal
 import sys
 import time
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import partial
@@ -38,7 +38,7 @@ from mnoted.errors import (
     Timeout,
     WorkspaceInvalid,
 )
-from mnoted.host import Host, HostShared, RunnerConfig
+from mnoted.host import Companion, Host, HostShared, RunnerConfig
 from mnoted.locations import OWNER_TOKEN, config_dir, default_socket_path
 from mnoted.server.allocator import fix_thresholds, give_back
 from mnoted.server.app import Limits, build_app, stream_stats
@@ -162,6 +162,8 @@ class Daemon:
         self.shared = HostShared()
         know_tools(TOOLS)  # (a disabledTools entry that names no tool is refused)
         self.hosts: dict[str, Host] = {}
+        # per-workspace services each host starts beside its runner (remote sync goes here)
+        self.companions: list[Callable[[Host], Companion]] = []
         self.started = time.time()
         self._sites: list[web.SockSite] = []
         self._web: web.AppRunner | None = None
@@ -184,7 +186,11 @@ class Daemon:
                 continue
             try:
                 host = Host(
-                    root, self.config.runner, shared=self.shared, after_maintenance=give_back
+                    root,
+                    self.config.runner,
+                    shared=self.shared,
+                    after_maintenance=give_back,
+                    companions=self.companions,
                 )
                 host.start()
             except MnoteError as exc:
