@@ -114,5 +114,13 @@ def rejected(ran: Ran) -> bool:
     """Whether a push failed because the remote moved on (fetch, merge, push again)."""
     text = ran.out + ran.err
     return any(
-        word in text for word in ("[rejected]", "non-fast-forward", "fetch first", "stale info")
+        word in text
+        for word in (
+            "[rejected]",
+            "non-fast-forward",
+            "fetch first",
+            "stale info",
+            "cannot lock ref",
+            "failed to update ref",
+        )
     )

@@ -7,6 +7,7 @@ everything the sync does to the workspace runs as a job on that runner's thread.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 from typing import Any
@@ -16,6 +17,7 @@ from mnoted.remote.sync import RemoteSync, SyncConfig
 from mnoted.service.actors import Actor
 from mnoted.service.runner import WorkspaceRunner
 
+log = logging.getLogger(__name__)
 WRITER_TIMEOUT = 120.0
 SYNC_ACTOR = "sync"
 _LOCAL_COMMITS = frozenset({"commit", "external_edit", "review"})
@@ -64,6 +66,10 @@ def attach(runner: WorkspaceRunner, config: SyncConfig | None = None) -> RemoteS
             "path": path,
             "toolCallId": "sync_" + secrets.token_hex(6),
             "traceId": f"sync_{commit[:12]}",
+            "sessionId": f"sync_{commit[:12]}",
+            "runId": f"sync_{commit[:12]}",
+            "idempotencyKey": f"sync_{commit}_{secrets.token_hex(6)}",
+            "dryRun": False,
             "args": {
                 "operations": [
                     {
@@ -82,6 +88,10 @@ def attach(runner: WorkspaceRunner, config: SyncConfig | None = None) -> RemoteS
         result = answer.get("result") or {}
         session = result.get("reviewSession") or result
         sid = session.get("sessionId") if isinstance(session, dict) else None
+        if not sid:
+            log.warning(
+                "the held version of %s is kept in remote.json only: %s", path, answer.get("error")
+            )
         return str(sid) if sid else None
 
     def publish(kind: str, **fields: Any) -> None:

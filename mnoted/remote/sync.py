@@ -103,7 +103,7 @@ class RemoteSync:
         with self._lock:
             self._stopping = True
             self._lock.notify_all()
-        self._thread.join(timeout=150)
+        self._thread.join(timeout=5)
 
     def committed(self) -> None:
         """A local commit landed: push once commits pause (debounced)."""
@@ -144,7 +144,7 @@ class RemoteSync:
             branch = repo.head.shorthand if not repo.head_is_unborn else None
             head = None if repo.head_is_unborn else repo.head.target
         except (pygit2.GitError, KeyError):
-            return {"remotes": [], "held": state["held"], "running": self._running}
+            return {"remotes": [], "held": _listed(state["held"]), "running": self._running}
         for name, url in urls.items():
             entry = dict(state["remotes"].get(name, {}))
             ahead = behind = None
@@ -168,7 +168,7 @@ class RemoteSync:
                     "lastSeen": entry.get("lastSeen"),
                 }
             )
-        return {"remotes": out, "held": state["held"], "running": self._running}
+        return {"remotes": out, "held": _listed(state["held"]), "running": self._running}
 
     # -- the loop -------------------------------------------------------------------------------
     def _loop(self) -> None:
@@ -300,14 +300,14 @@ class RemoteSync:
 
         plan, landed = self._on_writer(job)
         if landed is not None:
-            self._publish(
+            self._publish(  # (counts only: the events reach agents that may not see a page)
                 "sync.merged",
                 remote=name,
                 how=plan.kind,
                 commit=landed,
-                pages=plan.merged,
-                held=[p for p, _ in plan.held],
-                copies=plan.copies,
+                pages=len(plan.merged),
+                held=len(plan.held),
+                copies=len(plan.copies),
             )
 
     # -- helpers ------------------------------------------------------------------------------
@@ -357,6 +357,11 @@ class RemoteSync:
         tmp = self.state_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self._state, indent=1, sort_keys=True), encoding="utf-8")
         os.replace(tmp, self.state_path)
+
+
+def _listed(held: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Held versions as the status lists them: where, and the session holding the text."""
+    return [{k: v for k, v in h.items() if k not in ("ours", "theirs")} for h in held]
 
 
 def _sync_loose_objects(gitdir: Path, since: float) -> None:
