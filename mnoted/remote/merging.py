@@ -80,10 +80,11 @@ def plan_merge(
     base_tree = repo[base_id].peel(pygit2.Tree) if base_id is not None else _empty_tree(repo)
     index = repo.merge_trees(base_tree, ours_c.tree, theirs_c.tree)
     plan = Plan("merge", None)
+    their_host = _host_of(theirs_c, base_id) or source
     taken = {e.path for e in index}
     conflicts = list(index.conflicts) if index.conflicts is not None else []
     for anc, mine, other in conflicts:
-        _resolve(repo, index, anc, mine, other, plan, host, taken)
+        _resolve(repo, index, anc, mine, other, plan, their_host, taken)
     _remerge_pages(repo, index, base_tree, ours_c.tree, theirs_c.tree, plan)
     tree = index.write_tree(repo)
     names = _carried_ids(repo, ours_c.tree, repo[tree].peel(pygit2.Tree), theirs_c)
@@ -101,6 +102,20 @@ def plan_merge(
     commit = repo.create_commit(None, sig, sig, text, tree, [o, t])
     plan.commit = str(commit)
     return plan
+
+
+def _host_of(head: pygit2.Commit, stop: pygit2.Oid | None, limit: int = 200) -> str | None:
+    """The device that made ``head``'s side: the ``Mnote-Host`` of its latest merge since the
+    merge base, if it made one (None: the caller names the remote instead)."""
+    commit: pygit2.Commit | None = head
+    for _ in range(limit):
+        if commit is None or commit.id == stop:
+            return None
+        for line in commit.message.splitlines():
+            if line.startswith("Mnote-Host: "):
+                return line.partition(": ")[2].strip() or None
+        commit = commit.parents[0] if commit.parents else None
+    return None
 
 
 def _empty_tree(repo: pygit2.Repository) -> pygit2.Tree:

@@ -197,9 +197,11 @@ class RemoteSync:
                 self._running = False
                 self._failures = 0 if ok else self._failures + 1
                 wait = self.config.interval
-                if not ok:
-                    wait = min(self.config.backoff_max, 2.0 ** min(self._failures, 16))
-                    wait = min(wait, self.config.interval) if self._failures < 2 else wait
+                if not ok:  # doubling from the interval, up to backoff_max
+                    wait = min(
+                        max(self.config.backoff_max, wait),
+                        wait * 2.0 ** min(self._failures - 1, 16),
+                    )
                 self._next_fetch = self._clock() + wait
             for event in wanted:
                 event.set()
