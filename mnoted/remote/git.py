@@ -96,7 +96,10 @@ def fetch(root: Path, remote: str, branch: str) -> tuple[str | None, Ran]:
     against what it last saw, not by refusing to look.
     """
     ref = f"refs/remotes/{remote}/{branch}"
-    ran = run(root, "fetch", "--no-tags", "--no-write-fetch-head", remote, f"+{branch}:{ref}")
+    notes = f"+refs/notes/mnote-*:refs/mnote/remote-notes/{remote}/mnote-*"
+    ran = run(
+        root, "fetch", "--no-tags", "--no-write-fetch-head", remote, f"+{branch}:{ref}", notes
+    )
     if not ran.ok:
         if "couldn't find remote ref" in ran.err:
             return None, Ran(0, ran.out, ran.err)
@@ -105,9 +108,13 @@ def fetch(root: Path, remote: str, branch: str) -> tuple[str | None, Ran]:
     return (head.out.strip() or None), ran
 
 
-def push(root: Path, remote: str, commit: str, branch: str) -> Ran:
-    """Push ``commit`` to ``remote``'s ``branch``, never forced."""
-    return run(root, "push", "--porcelain", remote, f"{commit}:refs/heads/{branch}")
+def push(root: Path, remote: str, commit: str, branch: str, notes: str | None = None) -> Ran:
+    """Push ``commit`` to ``remote``'s ``branch``, never forced; with ``notes`` (a commit of
+    the block-id notes) both or neither."""
+    specs = [f"{commit}:refs/heads/{branch}"]
+    if notes is not None:
+        specs.append(f"{notes}:refs/notes/mnote-blockids")
+    return run(root, "push", "--porcelain", "--atomic", remote, *specs)
 
 
 def rejected(ran: Ran) -> bool:

@@ -12,7 +12,10 @@ import os
 import secrets
 from typing import Any
 
+import pygit2
+
 from mnoted.core.merge import Held
+from mnoted.remote import blockids
 from mnoted.remote.sync import RemoteSync, SyncConfig
 from mnoted.service.actors import Actor
 from mnoted.service.runner import WorkspaceRunner
@@ -97,6 +100,12 @@ def attach(runner: WorkspaceRunner, config: SyncConfig | None = None) -> RemoteS
     def publish(kind: str, **fields: Any) -> None:
         service.events.publish(kind, workspaceId=wid, **fields)
 
+    def ids_in(old: str | None, remote: str) -> None:
+        blockids.adopt(ws, service.pages, pygit2.Repository(str(ws.root)), old, remote)
+
+    def ids_out(since: str | None, remote: str) -> str | None:
+        return blockids.publish(ws, service.pages, pygit2.Repository(str(ws.root)), since, remote)
+
     sync = RemoteSync(
         runner.root,
         ws.state_dir,
@@ -105,6 +114,8 @@ def attach(runner: WorkspaceRunner, config: SyncConfig | None = None) -> RemoteS
         land=land,
         head=head,
         publish=publish,
+        ids_in=ids_in,
+        ids_out=ids_out,
         config=config or config_from_env(),
     )
 

@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -69,6 +70,8 @@ class RemoteSync:
         land: Callable[[str, str | None, str], object] | None = None,
         head: Callable[[], tuple[str | None, str]] | None = None,
         publish: Callable[..., object] | None = None,
+        ids_in: Callable[[str | None, str], object] | None = None,
+        ids_out: Callable[[str | None, str], str | None] | None = None,
         config: SyncConfig | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -81,6 +84,8 @@ class RemoteSync:
         self._land = land
         self._head = head
         self._publish = publish or (lambda kind, **fields: None)
+        self._ids_in = ids_in
+        self._ids_out = ids_out
         self._clock = clock
         self._lock = threading.Condition()
         self._state: dict[str, Any] = self._load()
@@ -254,7 +259,10 @@ class RemoteSync:
                 or (theirs is not None and self._descends(theirs, head))
             ):
                 return True
-            ran = git.push(self.root, name, head, branch)
+            notes = None
+            if self._ids_out is not None:
+                notes = self._on_writer(partial(self._ids_out, theirs, name))
+            ran = git.push(self.root, name, head, branch, notes)
             if ran.ok:
                 self._update(name, lastPush=time.time(), lastSeen=head, lastError=None)
                 self._publish("sync.pushed", remote=name, head=head)
@@ -279,6 +287,8 @@ class RemoteSync:
                     _sync_loose_objects(Path(repo.path), start)
                 landed = self._land(plan.commit, ours, f"{plan.kind}_{plan.commit[:12]}")
                 if landed is not None:
+                    if self._ids_in is not None:
+                        self._ids_in(ours, name)
                     sessions = []
                     for path, held in plan.held:
                         sid = self._hold(path, held, plan.commit) if self._hold else None

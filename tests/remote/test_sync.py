@@ -8,11 +8,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pygit2
 import pytest
 
 from mnoted.core.merge import Held
-from mnoted.remote import git
+from mnoted.core.page import parse_page
+from mnoted.remote import blockids, git
 from mnoted.remote.sync import RemoteSync, SyncConfig
+from mnoted.service.pages import PageCache
 from mnoted.store import CommandMeta, Delete, Move, Workspace, Write
 
 
@@ -34,6 +37,9 @@ class Device:
             ws.refresh()
             return ws.head, ws.branch
 
+        self.pages = PageCache()
+        repo = lambda: pygit2.Repository(str(root))  # noqa: E731
+
         self.sync = RemoteSync(
             root,
             ws.state_dir,
@@ -42,6 +48,8 @@ class Device:
             land=lambda c, e, cid: ws.land_commit(c, expect=e, command_id=cid),
             head=head,
             publish=lambda kind, **f: self.events.append((kind, f)),
+            ids_in=lambda old, remote: blockids.adopt(ws, self.pages, repo(), old, remote),
+            ids_out=lambda since, remote: blockids.publish(ws, self.pages, repo(), since, remote),
             config=SyncConfig(host=host),
         )
 
@@ -215,3 +223,32 @@ def test_unreachable_remote_is_an_error_not_a_crash(pair: tuple[Device, Device, 
 
 def test_secrets_in_urls_are_redacted() -> None:
     assert git.redact("fatal: https://me:tok3n@host/x.git") == "fatal: https://***@host/x.git"
+
+
+def block_ids(d: Device, path: str) -> list[str]:
+    return d.pages.load(d.ws, path).page.block_ids()
+
+
+def test_block_ids_travel_with_the_commits(pair: tuple[Device, Device, Path]) -> None:
+    a, b, _ = pair
+    a.write("ids.md", "# T\n\npara one\n\npara two\n\npara three\n")
+    settle(a, b)
+    assert block_ids(a, "ids.md") == block_ids(b, "ids.md")
+    # ids this device's commands decided (a block turned into another type keeps its id, an
+    # edit the carry-over elsewhere would not pair): the other device takes them as given
+    a.write("ids.md", "# T\n\n## para one\n\npara two\n\npara three\n")
+    doc, blob = a.ws.resolve("ids.md"), a.ws.blob_id("ids.md")
+    assert blob is not None
+    data = a.ws.read_blob(blob)
+    assert data is not None
+    decided = ["h_decided", "p_was_para", "p_two", "p_three"]
+    a.pages.remember_ids(a.ws, doc, blob, parse_page(data, "ids.md", ids=decided))
+    settle(a, b)
+    assert block_ids(b, "ids.md") == decided
+    # a merge made on one device: the other takes the merged version's ids from its notes
+    b.write("ids.md", b.read("ids.md").replace("para two", "para two (desktop)"))
+    a.write("ids.md", a.read("ids.md").replace("para three", "para three (laptop)"))
+    settle(a, b)
+    assert "(desktop)" in a.read("ids.md") and "(laptop)" in a.read("ids.md")
+    assert block_ids(a, "ids.md") == block_ids(b, "ids.md")
+    assert block_ids(a, "ids.md")[:2] == decided[:2]
