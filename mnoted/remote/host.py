@@ -17,6 +17,7 @@ import pygit2
 from mnoted.core.merge import Held
 from mnoted.remote import blockids
 from mnoted.remote.sync import RemoteSync, SyncConfig
+from mnoted.service import review
 from mnoted.service.actors import Actor
 from mnoted.service.runner import WorkspaceRunner
 
@@ -106,6 +107,15 @@ def attach(runner: WorkspaceRunner, config: SyncConfig | None = None) -> RemoteS
     def ids_out(since: str | None, remote: str) -> str | None:
         return blockids.publish(ws, service.pages, pygit2.Repository(str(ws.root)), since, remote)
 
+    def decided(sids: list[str]) -> set[str]:
+        store = review.store_of(service, ws)
+        out = set()
+        for sid in sids:
+            session = store.get(sid)
+            if session is None or session.get("state") in review.FINISHED:
+                out.add(sid)
+        return out
+
     sync = RemoteSync(
         runner.root,
         ws.state_dir,
@@ -116,6 +126,7 @@ def attach(runner: WorkspaceRunner, config: SyncConfig | None = None) -> RemoteS
         publish=publish,
         ids_in=ids_in,
         ids_out=ids_out,
+        decided=decided,
         config=config or config_from_env(),
     )
 

@@ -72,6 +72,7 @@ class RemoteSync:
         publish: Callable[..., object] | None = None,
         ids_in: Callable[[str | None, str], object] | None = None,
         ids_out: Callable[[str | None, str], str | None] | None = None,
+        decided: Callable[[list[str]], set[str]] | None = None,
         config: SyncConfig | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -86,6 +87,7 @@ class RemoteSync:
         self._publish = publish or (lambda kind, **fields: None)
         self._ids_in = ids_in
         self._ids_out = ids_out
+        self._decided = decided
         self._clock = clock
         self._lock = threading.Condition()
         self._state: dict[str, Any] = self._load()
@@ -222,6 +224,7 @@ class RemoteSync:
             return False
         if branch is None:
             return True  # (an unborn branch: nothing to push, nothing to merge into yet)
+        self._forget_decided()
         ok = True
         for name in names:
             ok = self._with_remote(name, branch) and ok
@@ -321,6 +324,20 @@ class RemoteSync:
                 held=len(plan.held),
                 copies=len(plan.copies),
             )
+
+    def _forget_decided(self) -> None:
+        """Drop from the held list the versions whose review session a person decided."""
+        with self._lock:
+            sids = [h["sessionId"] for h in self._state["held"] if h.get("sessionId")]
+        if not sids or self._decided is None:
+            return
+        decided = self._on_writer(partial(self._decided, sids))
+        if decided:
+            with self._lock:
+                self._state["held"] = [
+                    h for h in self._state["held"] if h.get("sessionId") not in decided
+                ]
+                self._save()
 
     # -- helpers ------------------------------------------------------------------------------
     def _local_head(self) -> str | None:

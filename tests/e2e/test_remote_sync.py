@@ -174,6 +174,14 @@ def test_writes_travel_merge_and_keep_both_versions(pair: Pair) -> None:
     assert "<<<<<<<" not in text
     human = holder.cli("status").stdout
     assert "held versions from merges: 1" in human and "remote origin" in human
+    # accepting the held version puts it in the page, on both devices; it leaves the list
+    call(holder, "mnote.review.accept", None, sessionId=held[0]["sessionId"])
+    kept_before = "laptop words" if "laptop words" in text else "desktop words"
+    other = "desktop words" if kept_before == "laptop words" else "laptop words"
+    pair.settle()
+    assert other in (a.workspace / "ideas.md").read_text()
+    assert other in (b.workspace / "ideas.md").read_text()
+    wait_for(lambda: not pair.held(), "the decided version gone from the status")
     assert fsck(a.workspace).returncode == 0
 
 

@@ -252,3 +252,59 @@ def test_block_ids_travel_with_the_commits(pair: tuple[Device, Device, Path]) ->
     assert "(desktop)" in a.read("ids.md") and "(laptop)" in a.read("ids.md")
     assert block_ids(a, "ids.md") == block_ids(b, "ids.md")
     assert block_ids(a, "ids.md")[:2] == decided[:2]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_over_a_network_transport(tmp_path: Path) -> None:
+    """The same sync over git:// (``git daemon`` on localhost): transport is git's own."""
+    import time
+
+    served = tmp_path / "served"
+    served.mkdir()
+    run_git(served, "init", "-q", "--bare", "-b", "main", "notes.git")
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            "git",
+            "daemon",
+            "--reuseaddr",
+            "--export-all",
+            "--enable=receive-pack",
+            f"--base-path={served}",
+            "--listen=127.0.0.1",
+            f"--port={port}",
+            str(served),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"git://127.0.0.1:{port}/notes.git"
+    a = b = None
+    try:
+        deadline = time.monotonic() + 20
+        while subprocess.run(["git", "ls-remote", url], capture_output=True).returncode != 0:
+            assert time.monotonic() < deadline, "git daemon did not answer"
+            time.sleep(0.05)
+        a = Device(tmp_path / "a", "laptop")
+        a.write("plan.md", "# Plan\n\none\n\ntwo\n")
+        run_git(a.root, "remote", "add", "origin", url)
+        assert a.sync.cycle(), a.sync.status()
+        run_git(tmp_path, "clone", "-q", url, str(tmp_path / "b"))
+        b = Device(tmp_path / "b", "desktop")
+        a.write("plan.md", "# Plan\n\nONE\n\ntwo\n")
+        b.write("plan.md", "# Plan\n\none\n\nTWO\n")
+        settle(a, b)
+        assert a.read("plan.md") == b.read("plan.md") == "# Plan\n\nONE\n\nTWO\n"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        for d in (a, b):
+            if d is not None:
+                d.ws.close()
