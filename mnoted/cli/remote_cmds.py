@@ -26,7 +26,7 @@ def add_parsers(sub: Any) -> None:
     ra.add_argument("url", help="e.g. git@host:notes.git, https://..., file:///path/repo.git")
     rl = remote.add_parser("list", help="the workspace's remotes")
     rr = remote.add_parser("remove", help="stop syncing with a remote (git remote remove)")
-    rr.add_argument("name")
+    rr.add_argument("name", help="the remote to remove")
     for p in (ra, rl, rr):
         p.add_argument(
             "--workspace", type=Path, default=Path("."), help="workspace folder (default: here)"

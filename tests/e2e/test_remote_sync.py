@@ -229,6 +229,15 @@ def test_random_concurrent_edits_lose_nothing(pair: Pair) -> None:
     held = json.dumps([_sessions(d) for d in (a, b)])
     lost = [t for t in written if t not in everything and t not in held]
     assert lost == []
+    # one id per page and per block on both devices
+    listed = [
+        {p["path"]: p["documentId"] for p in call(d, "mnote.workspace.list", None)["pages"]}
+        for d in (a, b)
+    ]
+    assert listed[0] == listed[1]
+    for path in listed[0]:
+        blocks = [[x["id"] for x in call(d, "mnote.page.get", path)["blocks"]] for d in (a, b)]
+        assert blocks[0] == blocks[1], path
 
 
 def _sessions(d: DaemonProcess) -> list[Any]:
