@@ -23,6 +23,10 @@ from mnoted.service.pages import PageCache
 from mnoted.store import Workspace, indexer
 
 NOTES_REF = "refs/notes/mnote-blockids"
+MAX_NOTED = 500
+"""Pages noted per push: a first push of a large workspace would parse every page on the
+writer thread. Pages beyond it have their ids derived from their text on the other device,
+which gives the ids this device has for every page it has not seen edited."""
 _SIG = pygit2.Signature("mnoted", indexer.COMMITTER_EMAIL)
 
 
@@ -109,6 +113,8 @@ def publish(
     for path, blob in _changed_pages(repo, base, head):
         if blob in entries:
             continue
+        if added >= MAX_NOTED:
+            break  # (the rest: derived afresh there, as here for a page never edited)
         try:
             doc = ws.resolve(path)
         except MnoteError:
