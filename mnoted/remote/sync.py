@@ -40,6 +40,7 @@ import pygit2
 from mnoted.core.merge import Held
 from mnoted.remote import git
 from mnoted.remote.merging import Plan, plan_merge
+from mnoted.store import faults
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -224,6 +225,10 @@ class RemoteSync:
             return False
         if branch is None:
             return True  # (an unborn branch: nothing to push, nothing to merge into yet)
+        with self._lock:
+            interrupted = any(h.get("pending") for h in self._state["held"])
+        if interrupted:  # held versions of a merge a crash interrupted
+            self._on_writer(self._open_sessions)
         self._forget_decided()
         ok = True
         for name in names:
@@ -239,6 +244,7 @@ class RemoteSync:
             if not ran.ok:
                 self._note_error(name, f"fetch failed: {ran.err.strip()[-500:]}")
                 return False
+            faults.point("sync-fetched")
             self._update(name, lastFetch=time.time(), lastError=None)
             self._publish("sync.fetched", remote=name, head=theirs)
             seen = entry.get("lastSeen")
@@ -267,6 +273,7 @@ class RemoteSync:
                 notes = self._on_writer(partial(self._ids_out, theirs, name))
             ran = git.push(self.root, name, head, branch, notes)
             if ran.ok:
+                faults.point("sync-pushed")
                 self._update(name, lastPush=time.time(), lastSeen=head, lastError=None)
                 self._publish("sync.pushed", remote=name, head=head)
                 return True
@@ -288,29 +295,30 @@ class RemoteSync:
                     return plan, None
                 if plan.kind == "merge":
                     _sync_loose_objects(Path(repo.path), start)
+                entries = [
+                    {
+                        "path": path,
+                        "where": held.where,
+                        "key": held.key,
+                        "commit": plan.commit,
+                        "sessionId": None,
+                        "pending": True,
+                        "ours": held.ours,
+                        "theirs": held.theirs,
+                    }
+                    for path, held in plan.held
+                ]
+                self._keep_held(entries)  # (before landing: a crash after it loses none)
+                faults.point("sync-merge-written")
                 landed = self._land(plan.commit, ours, f"{plan.kind}_{plan.commit[:12]}")
-                if landed is not None:
-                    if self._ids_in is not None:
-                        self._ids_in(ours, name)
-                    sessions = []
-                    for path, held in plan.held:
-                        sid = self._hold(path, held, plan.commit) if self._hold else None
-                        sessions.append(
-                            {
-                                "path": path,
-                                "where": held.where,
-                                "key": held.key,
-                                "commit": plan.commit,
-                                "sessionId": sid,
-                                "ours": held.ours,
-                                "theirs": held.theirs,
-                            }
-                        )
-                    if sessions:
-                        with self._lock:
-                            self._state["held"].extend(sessions)
-                            self._save()
-                    return plan, plan.commit
+                if landed is None:
+                    self._drop_held(plan.commit)
+                    continue
+                faults.point("sync-landed")
+                if self._ids_in is not None:
+                    self._ids_in(ours, name)
+                self._open_sessions()
+                return plan, plan.commit
             raise RuntimeError("HEAD kept moving while merging")
 
         plan, landed = self._on_writer(job)
@@ -324,6 +332,52 @@ class RemoteSync:
                 held=len(plan.held),
                 copies=len(plan.copies),
             )
+
+    def _keep_held(self, entries: list[dict[str, Any]]) -> None:
+        if entries:
+            with self._lock:
+                self._state["held"].extend(entries)
+                self._save()
+
+    def _drop_held(self, commit: str) -> None:
+        with self._lock:
+            self._state["held"] = [h for h in self._state["held"] if h.get("commit") != commit]
+            self._save()
+
+    def _open_sessions(self) -> None:
+        """Held versions of merges that landed get their review session; those of a merge
+        that never landed (a crash before its branch moved) go: the merge is made again.
+        Runs on the writer thread."""
+        with self._lock:
+            pending = [h for h in self._state["held"] if h.get("pending")]
+        if not pending:
+            return
+        repo = pygit2.Repository(str(self.root))
+        head = None if repo.head_is_unborn else repo.head.target
+        for entry in pending:
+            commit = pygit2.Oid(hex=entry["commit"])
+            landed = head is not None and (head == commit or repo.descendant_of(head, commit))
+            if not landed:
+                self._drop_held(entry["commit"])
+                continue
+            held = Held(entry["where"], entry["ours"], entry["theirs"], "", entry["key"])
+            sid = self._hold(entry["path"], held, entry["commit"]) if self._hold else None
+            with self._lock:
+                entry["sessionId"], entry["pending"] = sid, False
+                for kept in self._state["held"]:
+                    if (
+                        kept.get("pending")
+                        and kept["commit"] == entry["commit"]
+                        and (
+                            kept["path"],
+                            kept["where"],
+                            kept["key"],
+                            kept["theirs"],
+                        )
+                        == (entry["path"], entry["where"], entry["key"], entry["theirs"])
+                    ):
+                        kept.update(sessionId=sid, pending=False)
+                self._save()
 
     def _forget_decided(self) -> None:
         """Drop from the held list the versions whose review session a person decided."""
@@ -390,7 +444,11 @@ class RemoteSync:
 
 def _listed(held: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Held versions as the status lists them: where, and the session holding the text."""
-    return [{k: v for k, v in h.items() if k not in ("ours", "theirs")} for h in held]
+    return [
+        {k: v for k, v in h.items() if k not in ("ours", "theirs", "pending")}
+        for h in held
+        if not h.get("pending")
+    ]
 
 
 def _sync_loose_objects(gitdir: Path, since: float) -> None:
