@@ -2,8 +2,10 @@
 
 Fetch and push run ``git`` in the workspace, in the daemon's environment: the user's SSH
 config and agent, credential helpers and ``insteadOf`` rules work as in their terminal.
-Nothing may prompt (``GIT_TERMINAL_PROMPT=0``, ssh in batch mode unless the user set their
-own ``GIT_SSH_COMMAND``): a daemon has no terminal. What ``git`` prints is kept only after
+Nothing may prompt on a terminal: ``GIT_TERMINAL_PROMPT=0``, and ``git`` runs in a session
+of its own, without a controlling terminal, so ssh cannot ask there either (an ``SSH_ASKPASS``
+program the user set up still can). The user's ``core.sshCommand`` and
+``GIT_SSH_COMMAND`` are left as they are. What ``git`` prints is kept only after
 :func:`redact` took any password or token out of URLs.
 """
 
@@ -52,7 +54,6 @@ def environment() -> dict[str, str]:
     """The daemon's environment for ``git``, made unable to prompt."""
     env = dict(os.environ)
     env["GIT_TERMINAL_PROMPT"] = "0"
-    env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
     env["LC_ALL"] = "C"
     for key in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
         env.pop(key, None)
@@ -69,6 +70,7 @@ def run(root: Path, *args: str, timeout: float = GIT_TIMEOUT) -> Ran:
             text=True,
             timeout=timeout,
             stdin=subprocess.DEVNULL,
+            start_new_session=True,  # (no controlling terminal: nothing can prompt on it)
         )
     except subprocess.TimeoutExpired:
         return Ran(124, "", f"git {args[0]} took longer than {timeout:.0f} s")

@@ -218,7 +218,7 @@ class RemoteSync:
         """One fetch-merge-push round with every remote; True if all went through."""
         try:
             repo = pygit2.Repository(str(self.root))
-            names = [r.name for r in repo.remotes if r.name]
+            names = [r.name for r in repo.remotes if r.name and not r.name.startswith("-")]
             branch = None if repo.head_is_unborn else repo.head.shorthand
         except pygit2.GitError as exc:
             self._note_error(None, str(exc))
