@@ -24,7 +24,7 @@ from mnoted.store import Workspace
 from tests.e2e.conftest import DaemonProcess, fsck
 
 ROUNDS = int(os.environ.get("MNOTE_SYNC_ROUNDS", "3"))
-SYNC_ENV = {"MNOTE_SYNC_INTERVAL": "0.3", "MNOTE_SYNC_PUSH_DELAY": "0.1"}
+SYNC_ENV = {"MNOTE_SYNC_INTERVAL": "0.15", "MNOTE_SYNC_PUSH_DELAY": "0.05"}
 
 
 def run_git(cwd: Path, *args: str) -> str:
