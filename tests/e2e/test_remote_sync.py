@@ -244,9 +244,46 @@ def _sessions(d: DaemonProcess) -> list[Any]:
     return list(json.loads(d.cli("--json", "review", "list").stdout)["result"]["sessions"])
 
 
+class Events:
+    """The types of the events a daemon streams on /v1/events, collected on a thread."""
+
+    def __init__(self, d: DaemonProcess) -> None:
+        import socket
+        import threading
+
+        self.types: list[str] = []
+        self.ready = threading.Event()
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.connect(str(d.socket))
+        self.sock.sendall(
+            f"GET /v1/events HTTP/1.1\r\nHost: x\r\n"
+            f"Authorization: Bearer {d.owner_token()}\r\n\r\n".encode()
+        )
+        threading.Thread(target=self._listen, daemon=True).start()
+        assert self.ready.wait(10)
+
+    def _listen(self) -> None:
+        buf = b""
+        while True:
+            try:
+                chunk = self.sock.recv(65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            buf += chunk
+            if b": connected" in buf:
+                self.ready.set()
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                if line.startswith(b"event: "):
+                    self.types.append(line[7:].decode())
+
+
 def test_remote_away_and_back(pair: Pair) -> None:
     a, b = pair.both()
     pair.settle()
+    events = Events(a)
     away = pair.bare.with_name("away.git")
     pair.bare.rename(away)
     call(
@@ -272,6 +309,10 @@ def test_remote_away_and_back(pair: Pair) -> None:
     pair.settle(timeout=45)
     assert "Sunday" in (b.workspace / "plan.md").read_text()
     assert "- uno" in (b.workspace / "plan.md").read_text()
+    # the status went out as events too: the failure, then the push once it was back
+    seen = events.types
+    assert "sync.error" in seen and "sync.pushed" in seen[seen.index("sync.error") :], seen
+    events.sock.close()
 
 
 def test_sigkill_during_sync_converges_after_restart(pair: Pair) -> None:
