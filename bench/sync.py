@@ -75,6 +75,9 @@ def merge_cost(tmp: Path, n: int, env: dict[str, str], overlap: bool) -> dict[st
         text = (origin.root / path).read_text()
         write(origin, path, text.rstrip("\n") + f"\n\nline {c} from the desktop\n")
     sh(origin.root, "git", "push", "-q", "origin", "main", env=env)
+    t_r = time.perf_counter()
+    origin.rebuild()  # what a fast-forward over the other's merge costs with this history
+    t_rebuild = time.perf_counter() - t_r
     origin.close()
     local = "p000.md" if overlap else "local.md"
     for where in ("ours", "plain"):
@@ -99,7 +102,19 @@ def merge_cost(tmp: Path, n: int, env: dict[str, str], overlap: bool) -> dict[st
     assert landed is not None
     ws.idle()
     t_merge = time.perf_counter() - t1
+    sh(ws.root, "git", "push", "-q", "origin", "HEAD:main", env=env)
     ws.close()
+    # the other device fast-forwards over that merge: its first parent is not this
+    # device's history, so the sidecar is rebuilt along it (docs/remote.md)
+    other = Workspace.open(base / "origin")
+    back, ran = git.fetch(other.root, "origin", "main")
+    assert ran.ok and back is not None, ran.err
+    t3 = time.perf_counter()
+    landed = other.land_commit(back, expect=other.head, command_id="bench_ff")
+    assert landed is not None
+    other.idle()
+    t_ff = time.perf_counter() - t3
+    other.close()
     t2 = time.perf_counter()
     pull = subprocess.run(
         ["git", "pull", "-q", "--no-rebase", "--no-edit", "origin", "main"],
@@ -112,6 +127,8 @@ def merge_cost(tmp: Path, n: int, env: dict[str, str], overlap: bool) -> dict[st
     return {
         "fetch_ms": t_fetch * 1000,
         "merge_land_ms": t_merge * 1000,
+        "ff_ms": t_ff * 1000,
+        "rebuild_ms": t_rebuild * 1000,
         "git_pull_ms": t_pull * 1000,
         "git_pull_ok": pull.returncode == 0,
         "pages_merged": len(plan.merged),
@@ -195,6 +212,8 @@ def main() -> None:
                     f"{n} incoming commits ({kind}): git fetch {r['fetch_ms']:.0f} ms; "
                     f"merge + landing {r['merge_land_ms']:.0f} ms "
                     f"({r['pages_merged']} pages merged on blocks, {r['held']} held); "
+                    f"the other device's fast-forward over it {r['ff_ms']:.0f} ms "
+                    f"(a sidecar rebuild along {n + 2} commits: {r['rebuild_ms']:.0f} ms); "
                     f"baseline git pull {r['git_pull_ms']:.0f} ms "
                     f"({'merged' if r['git_pull_ok'] else 'stopped at a conflict'})"
                 )
