@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,7 @@ def remote_command(args: argparse.Namespace) -> int:
 
     root = args.workspace.resolve()
     if not (root / ".git").exists():
-        print(f"mnote: {root} is not a workspace (no .git folder)")
+        print(f"mnote: {root} is not a workspace (no .git folder)", file=sys.stderr)
         return EXIT_USAGE
     if args.remote_cmd == "list":
         listed = git.remotes(root)
@@ -63,7 +64,7 @@ def remote_command(args: argparse.Namespace) -> int:
     else:
         ran = git.run(root, "remote", "remove", "--", name)
     if not ran.ok:
-        print(f"mnote: {ran.err.strip()}")
+        print(f"mnote: {ran.err.strip()}", file=sys.stderr)
         return EXIT_TOOL
     return EXIT_OK
 
