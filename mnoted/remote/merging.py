@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import posixpath
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pygit2
@@ -239,37 +240,55 @@ def _carried_ids(
 ) -> dict[str, str]:
     """For each page the merge adds to ours (seen from the first parent), the id theirs'
     first-parent history gives it; pages pinning an id in frontmatter need none."""
+    added = [
+        d.new_path
+        for d in treediff.diff(repo, ours, merged)
+        if d.status == "A" and d.new_path and is_page(d.new_path)
+    ]
+    return history_ids(repo, theirs, added) if added else {}
+
+
+def history_ids(
+    repo: pygit2.Repository,
+    head: pygit2.Commit,
+    paths: Sequence[str],
+    limit: int = 1_000_000,
+) -> dict[str, str]:
+    """The ids ``head``'s first-parent history gives the documents at ``paths`` (as a replay
+    of that history would): a merge's trailer naming one, else the commit that added it,
+    following renames back. One walk for all of them; a frontmatter ``id`` is the caller's."""
+    wanted = {p: p for p in paths}  # the path looked for now -> the path asked for
     out: dict[str, str] = {}
-    for d in treediff.diff(repo, ours, merged):
-        if d.status != "A" or not d.new_path or not is_page(d.new_path):
-            continue
-        doc = _id_in_history(repo, theirs, d.new_path)
-        if doc is not None:
-            out[d.new_path] = doc
+    commit: pygit2.Commit | None = head
+    for _ in range(limit):
+        if commit is None or not wanted:
+            break
+        named = indexer.named_ids(commit.message)
+        parent = commit.parents[0] if commit.parents else None
+        for now, asked in list(wanted.items()):
+            if now in named:
+                out[asked] = named[now]
+                del wanted[now]
+                continue
+            if parent is not None and _has_path(parent.tree, now):
+                continue
+            del wanted[now]
+            renamed = [
+                d.old_path
+                for d in treediff.diff(repo, parent.tree if parent else None, commit.tree)
+                if d.status == "R" and d.new_path == now and d.old_path
+            ]
+            if renamed and renamed[0] not in wanted:
+                wanted[renamed[0]] = asked
+            else:
+                out[asked] = indexer.generated_id(str(commit.id), now)
+        commit = parent
     return out
 
 
-def _id_in_history(repo: pygit2.Repository, head: pygit2.Commit, path: str) -> str | None:
-    """The document id ``path`` has at ``head`` as the indexer derives it along the
-    first-parent history (a merge's trailer, a rename carried back, or where it began)."""
-    commit: pygit2.Commit | None = head
-    for _ in range(_ID_WALK):
-        if commit is None:
-            return None
-        named = indexer.named_ids(commit.message).get(path)
-        if named is not None:
-            return named
-        parent = commit.parents[0] if commit.parents else None
-        if _blob_at(commit.tree, path) is not None and (
-            parent is None or _blob_at(parent.tree, path) is None
-        ):
-            renamed = [
-                d
-                for d in treediff.diff(repo, parent.tree if parent else None, commit.tree)
-                if d.new_path == path and d.status == "R"
-            ]
-            if not renamed or renamed[0].old_path is None:
-                return indexer.generated_id(str(commit.id), path)
-            path = renamed[0].old_path
-        commit = parent
-    return None
+def _has_path(tree: pygit2.Tree, path: str) -> bool:
+    try:
+        tree[path]
+    except KeyError:
+        return False
+    return True
