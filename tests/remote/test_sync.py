@@ -317,7 +317,7 @@ def test_three_devices_random_edits_lose_nothing(tmp_path: Path) -> None:
     import random
 
     rng = random.Random(7)
-    rounds = int(os.environ.get("MNOTE_SYNC_ROUNDS", "3")) * 2
+    rounds = int(os.environ.get("MNOTE_SYNC_ROUNDS", "3"))
     bare = tmp_path / "remote.git"
     run_git(tmp_path, "init", "-q", "--bare", "-b", "main", str(bare))
     first = Device(tmp_path / "d0", "d0")
