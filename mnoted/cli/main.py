@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
+from mnoted.cli import remote_cmds
 from mnoted.cli.client import Client, Unreachable
 from mnoted.cli.find_commands import add_find_commands, find_call
 from mnoted.cli.output import print_json, print_response, print_status, print_tools
@@ -251,6 +252,7 @@ def parser() -> argparse.ArgumentParser:
     gr = grant.add_parser("revoke", help="revoke a token at once")
     gr.add_argument("--workspace", type=Path, required=True, help="workspace folder")
     gr.add_argument("token_id", help="as `mnote grant list` shows it")
+    remote_cmds.add_parsers(sub)
     _json_anywhere(p)
     return p
 
@@ -563,6 +565,8 @@ def main(argv: list[str] | None = None) -> int:
             return _grant(args)
         if args.cmd == "install-service":
             return _install_service(args)
+        if args.cmd == "remote":
+            return remote_cmds.remote_command(args)
         if args.cmd == "mcp":
             from mnoted.integrations.mcp_server import main as mcp_main
 
@@ -584,6 +588,7 @@ def main(argv: list[str] | None = None) -> int:
                 print_json(out)
             else:
                 print_status(health, body["workspaces"])
+                remote_cmds.print_remote_status(body["workspaces"])
             return EXIT_OK if status == 200 else EXIT_TOOL
         if args.cmd == "tools":
             _, body = client.request("GET", "/v1/tools")
@@ -592,6 +597,10 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 print_tools(body)
             return EXIT_OK if "tools" in body else EXIT_TOOL
+        if args.cmd == "sync":
+            return remote_cmds.sync_command(
+                client, args, args.workspace_id or _workspace_here(client)
+            )
         if args.cmd == "log" and args.page is None:
             return _workspace_log(client, args)
         tool, doc, tool_args, dry = tool_call(args)

@@ -38,6 +38,9 @@ from mnoted.errors import (
     Timeout,
     WorkspaceInvalid,
 )
+from mnoted.remote.host import attach as attach_sync
+from mnoted.remote.host import detach as detach_sync
+from mnoted.remote.sync import RemoteSync
 from mnoted.server.allocator import fix_thresholds, give_back
 from mnoted.server.app import Limits, build_app, stream_stats
 from mnoted.server.connections import BACKLOG, FILES_RESERVED, ConnectionGuard, raise_open_files
@@ -168,6 +171,7 @@ class Daemon:
         self.service = Service()
         know_tools(TOOLS)  # (a disabledTools entry that names no tool is refused)
         self.runners: dict[str, WorkspaceRunner] = {}
+        self.syncs: dict[str, RemoteSync] = {}  # remote sync per workspace (docs/remote.md)
         self.started = time.time()
         self._sites: list[web.SockSite] = []
         self._web: web.AppRunner | None = None
@@ -200,11 +204,15 @@ class Daemon:
                 first = first or exc
                 continue
             self.runners[runner.workspace_id] = runner
+            self.syncs[runner.workspace_id] = attach_sync(runner)
             log.info("serving workspace=%s root=%s", runner.workspace_id, root)
         if first is not None and not self.runners:
             raise first
 
     def close_workspace(self, workspace_id: str) -> None:
+        sync = self.syncs.pop(workspace_id, None)
+        if sync is not None:
+            detach_sync(sync)
         runner = self.runners.pop(workspace_id)
         runner.stop()
         self.service.workspaces.pop(workspace_id, None)
@@ -365,6 +373,7 @@ class Daemon:
                         "lastError": health.last_error,
                     },
                     "externalCommits": runner.external_commits,
+                    "remote": await self._remote_status(wid) if actor.is_owner else None,
                     **status,
                 }
             )
@@ -396,6 +405,22 @@ class Daemon:
             "pendingChanges": (status.get("pendingChanges") or 0) + count,
             "uncommitted": listed[:UNCOMMITTED_LISTED],
         }
+
+    async def _remote_status(self, workspace_id: str) -> dict[str, Any] | None:
+        sync = self.syncs.get(workspace_id)
+        if sync is None:
+            return None
+        return await asyncio.get_running_loop().run_in_executor(None, sync.status)
+
+    async def sync_now(self, workspace_id: str | None, actor: Actor, resume: bool) -> Any:
+        """Run a sync cycle of the workspace now (owner only) and return its remote status."""
+        if not actor.is_owner:
+            raise PermissionDenied("only the workspace owner runs sync")
+        runner = self.runner_for(workspace_id, actor)
+        sync = self.syncs[runner.workspace_id]
+        loop = asyncio.get_running_loop()
+        status = await loop.run_in_executor(None, partial(sync.sync_now, resume=resume))
+        return {"workspaceId": runner.workspace_id, **status}
 
     # -- serving ---------------------------------------------------------------------------------
     async def serve(self) -> None:

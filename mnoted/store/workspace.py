@@ -1658,6 +1658,75 @@ class Workspace:
             self._user = (now, user_identity(self._repo))
         return self._user[1]
 
+    def land_commit(
+        self, commit: str, *, expect: str | None, command_id: str
+    ) -> CommitResult | None:
+        """Move the branch from ``expect`` to ``commit``, a commit already in the repository
+        (a fetched one, or a merge built from it), writing the files it changes through the
+        journal like any command: the working tree, the index and HEAD agree after it, and a
+        crash at any point lands all of it or none.
+
+        Edits on disk at the paths it would write are committed first; if that (or anyone)
+        moved HEAD from ``expect``, nothing lands and None is returned: merge again.
+        """
+        self._check_thread()
+        assert self._group is None, "land_commit runs outside a group of commands"
+        self._ready_to_write()
+        self.refresh()
+        target = self._repo[commit]
+        assert isinstance(target, pygit2.Commit)
+        old_tree = self._head_tree()
+        steps: list[FileStep] = []
+        diff = (
+            old_tree.diff_to_tree(target.tree)
+            if old_tree is not None
+            else target.tree.diff_to_tree(swap=True)
+        )
+        for delta in diff.deltas:
+            old_f, new_f = delta.old_file, delta.new_file
+            if pygit2.GIT_FILEMODE_COMMIT in (old_f.mode, new_f.mode):
+                continue  # a submodule's commit is its own repository's business
+            if old_f.path != new_f.path:
+                steps.append(FileStep(old_f.path, str(old_f.id), None, old_f.mode))
+            gone = delta.status == pygit2.GIT_DELTA_DELETED
+            steps.append(
+                FileStep(
+                    new_f.path,
+                    None if delta.status == pygit2.GIT_DELTA_ADDED else str(old_f.id),
+                    None if gone else str(new_f.id),
+                    old_f.mode if gone else new_f.mode,
+                )
+            )
+        paths = tuple(dict.fromkeys(step.path for step in steps))
+        if paths and self.commit_external(paths, include_ignored=True) is not None:
+            return None
+        if self._head != expect:
+            return None
+        staged = _Staged(
+            CommitResult(commit, command_id, expect, paths),
+            target.message,
+            tuple(steps),
+            paths,
+            None,
+            target.commit_time,
+        )
+        landed = self._land([staged])
+        if landed is None:
+            self._fresh.clear()
+            self.refresh()
+            return None
+        parent = str(target.parents[0].id) if target.parents else None
+        written = {commit: paths} if parent == expect else None
+
+        def record() -> None:
+            indexer.advance(self._repo, self._side, commit, self._branch, self._fresh, written)
+            self._side.begin()
+            self._side.mark_index_pending(list(paths))  # (whoever committed it)
+            self._side.commit()
+
+        self._finish(*landed, record)
+        return staged.result
+
     def _author(self, meta: CommandMeta) -> pygit2.Signature:
         if meta.author is not None:
             ident = meta.author

@@ -33,8 +33,19 @@ ALLOWED = {
     "store": {"store", "core", "errors"},
     "sync": {"sync", "core", "errors", "store"},
     "service": {"service", "contract", "core", "store", "sync", "errors"},
-    "server": {"server", "service", "contract", "core", "store", "errors"},
-    "cli": {"cli", "server", "service", "contract", "core", "store", "errors", "integrations"},
+    "remote": {"remote", "service", "contract", "core", "store", "sync", "errors"},
+    "server": {"server", "remote", "service", "contract", "core", "store", "errors"},
+    "cli": {
+        "cli",
+        "server",
+        "remote",
+        "service",
+        "contract",
+        "core",
+        "store",
+        "errors",
+        "integrations",
+    },
     "integrations": {"integrations", "cli", "contract", "errors"},
 }
 
