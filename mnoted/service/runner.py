@@ -447,6 +447,12 @@ class WorkspaceRunner:
                 self._retry_later(),
             )
             return 0
+        if ws.unsettled:
+            log.info(
+                "not committing %s yet: being written by another program; again in %.0f s",
+                ", ".join(sorted(ws.unsettled)),
+                self._retry_later(),
+            )
         committed = set(result.paths) if result is not None else set()
         for path in paths:
             if path not in committed:

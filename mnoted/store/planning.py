@@ -192,8 +192,10 @@ def disk_changes(
     include_ignored: bool = False,
     stats: StatCache | None = None,
     filters: Filters | None = None,
+    skip: set[str] | frozenset[str] = frozenset(),
 ) -> list[Target]:
-    """What is on disk at ``paths`` where it differs from ``tree``; unsafe paths skipped.
+    """What is on disk at ``paths`` where it differs from ``tree``; unsafe paths, and those
+    in ``skip`` (files being written by someone else), skipped.
 
     Untracked files that are ignored (or over the size limit) are skipped unless
     ``include_ignored``: a command about to write such a path commits it first all the same.
@@ -214,7 +216,7 @@ def disk_changes(
             rel = normalize(raw, config_ok=True)
         except PathRejected:
             continue
-        if rel in seen:
+        if rel in seen or rel in skip:
             continue
         seen.add(rel)
         entry = trees.entry_at(tree, rel)
