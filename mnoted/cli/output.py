@@ -207,6 +207,12 @@ def print_status(health: dict[str, Any], workspaces: list[dict[str, Any]]) -> No
             continue
         branch = (ws.get("branch") or "").removeprefix("refs/heads/")
         print(f"  branch {branch} at {(ws.get('head') or '')[:12]}; {seen}")
+        operation = ws.get("gitOperation")
+        if operation:
+            print(
+                f"  in the middle of {operation['operation']}: reads go on, writes are "
+                f"refused and edits wait to be committed until it ends; {operation['end']}"
+            )
         count = ws.get("pendingChanges") or 0
         if not count:
             print("  everything on disk is committed")

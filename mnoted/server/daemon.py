@@ -352,7 +352,9 @@ class Daemon:
 
 UNCOMMITTED_LISTED = 50
 """How many of a workspace's uncommitted paths its status names (each with its reason)."""
-_NO_STATUS: dict[str, Any] = dict.fromkeys(("head", "branch", "pendingChanges", "uncommitted"))
+_NO_STATUS: dict[str, Any] = dict.fromkeys(
+    ("head", "branch", "pendingChanges", "uncommitted", "gitOperation")
+)
 
 
 async def _answer(future: Future[bytes], limit: float) -> bytes:
@@ -397,7 +399,16 @@ def _runner_status(runner: WorkspaceRunner) -> dict[str, Any]:
     ws = runner.ws
     assert ws is not None
     count, listed = runner.uncommitted(UNCOMMITTED_LISTED)
-    return {"head": ws.head, "branch": ws.branch, "pendingChanges": count, "uncommitted": listed}
+    operation = ws.operation()
+    return {
+        "head": ws.head,
+        "branch": ws.branch,
+        "pendingChanges": count,
+        "uncommitted": listed,
+        "gitOperation": None
+        if operation is None
+        else {"operation": operation[0], "end": operation[1]},
+    }
 
 
 GC_THRESHOLDS = (50_000, 20, 100)

@@ -414,6 +414,18 @@ class Workspace:
         else:
             self.refresh()
 
+    def operation(self) -> tuple[str, str] | None:
+        """The Git operation the person left under way (a merge, rebase, cherry-pick, revert,
+        bisect or patch application) and how to end it, or None.
+
+        While one is, reads go on (HEAD's version is served; a file's state on disk is not
+        committed) and commands are refused with that hint: a commit then would be moved
+        back over by the operation's abort, or built on an index the operation owns. Edits
+        saved meanwhile are committed once it has ended.
+        """
+        self._check_thread()
+        return unfinished_operation(self._repo)
+
     def refresh(self) -> bool:
         """Notice a HEAD moved by someone else (``git commit/pull/checkout``); re-index.
 
@@ -1002,6 +1014,8 @@ class Workspace:
         """
         self._check_thread()
         self._collect_index(block=True)
+        if unfinished_operation(self._repo) is not None:
+            return  # (the index is the operation's until it ends)
         entries = self._pending_entries()
         if not entries:
             return
@@ -1027,6 +1041,8 @@ class Workspace:
         self._check_thread()
         self._collect_index(block=False)
         if self._index_job is not None or time.monotonic() < self._index_next:
+            return
+        if unfinished_operation(self._repo) is not None:
             return
         entries = self._pending_entries()
         if not entries:

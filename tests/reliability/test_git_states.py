@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from typing import Any
 
@@ -42,3 +43,40 @@ def test_the_index_holds_every_acknowledged_write(daemon: DaemonProcess) -> None
         assert cached == "", f"write {i}: the index differs from HEAD:\n{cached}"
         status = _git(daemon, "status", "--porcelain")
         assert status == "", f"write {i}: git status is not clean:\n{status}"
+
+
+def test_a_merge_in_progress(daemon: DaemonProcess) -> None:
+    """Reads go on (HEAD's version: no conflict markers committed), writes are refused with
+    the command that ends the merge, `mnote status` names it; once it is aborted, writes
+    land and the edits saved meanwhile are committed."""
+    root = daemon.workspace
+    (root / "other.md").write_text("# Other\n\nbase\n")
+    client = daemon.client()
+    assert _call(client, "mnote.page.get", "other.md", {})["ok"]
+    head = _git(daemon, "rev-parse", "HEAD").strip()
+    _git(daemon, "checkout", "-q", "-b", "side")
+    (root / "other.md").write_text("# Other\n\nfrom side\n")
+    _git(daemon, "-c", "user.name=p", "-c", "user.email=p@x", "commit", "-qam", "side")
+    _git(daemon, "checkout", "-q", "-")
+    (root / "other.md").write_text("# Other\n\nfrom main\n")
+    _git(daemon, "-c", "user.name=p", "-c", "user.email=p@x", "commit", "-qam", "main")
+    merge = subprocess.run(["git", "merge", "side"], cwd=root, capture_output=True, text=True)
+    assert merge.returncode != 0 and (root / ".git" / "MERGE_HEAD").exists()
+    head = _git(daemon, "rev-parse", "HEAD").strip()
+    for doc in ("plan.md", "other.md"):
+        got = _call(client, "mnote.page.get", doc, {})
+        assert got["ok"], got["error"]
+    assert "<<<<<<<" not in json.dumps(_call(client, "mnote.page.get", "other.md", {}))
+    refused = _call(client, "mnote.page.save", "plan.md", {"content": ["agent"]})
+    assert not refused["ok"]
+    assert "git merge --abort" in refused["error"]["hint"]
+    (root / "plan.md").write_text("# Plan\n\nedited during the merge\n")
+    shown = daemon.cli("status")
+    assert "in the middle of a merge" in shown.stdout and "git merge --abort" in shown.stdout
+    assert _git(daemon, "rev-parse", "HEAD").strip() == head  # nothing committed meanwhile
+    _git(daemon, "merge", "--abort")
+    written = _call(client, "mnote.page.save", "plan.md", {"content": ["agent"], "mode": "append"})
+    assert written["ok"], written["error"]
+    text = _git(daemon, "show", "HEAD:plan.md")
+    assert "edited during the merge" in text and "agent" in text
+    assert "in the middle" not in daemon.cli("status").stdout
