@@ -508,6 +508,12 @@ class WorkspaceRunner:
             st = os.lstat(self.root / path)  # never through a symlink
         except (OSError, ValueError):
             return None
+        if stat.S_ISLNK(st.st_mode):
+            return (
+                "a symbolic link: mnoted neither follows nor commits links (a folder swapped "
+                "for one has its pages removed from HEAD); commit it with git, or add it to "
+                ".gitignore"
+            )
         limit = self.ws.config.max_file_bytes
         if st.st_size > limit and self.ws.blob_id(path) is None:
             return (
