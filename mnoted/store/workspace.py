@@ -1014,8 +1014,6 @@ class Workspace:
         """
         self._check_thread()
         self._collect_index(block=True)
-        if unfinished_operation(self._repo) is not None:
-            return  # (the index is the operation's until it ends)
         entries = self._pending_entries()
         if not entries:
             return
@@ -1042,8 +1040,6 @@ class Workspace:
         self._collect_index(block=False)
         if self._index_job is not None or time.monotonic() < self._index_next:
             return
-        if unfinished_operation(self._repo) is not None:
-            return
         entries = self._pending_entries()
         if not entries:
             return
@@ -1062,8 +1058,13 @@ class Workspace:
         """HEAD's entries for the paths whose Git index entry is still to be refreshed
         (those a landing set already are no longer pending)."""
         entries = gitindex.entries_at(self._head_tree(), self._side.index_pending())
-        done = [p for p, e in entries.items() if p in self._synced and self._synced[p] == e]
-        self._synced.clear()
+        synced, self._synced = self._synced, {}
+        kept = self._index_file
+        if kept is None or kept[0] != indexstat.stamp(self.gitdir / "index"):
+            # Someone wrote the index since (a `git merge` writes what it read before the
+            # landing set these): they are set again.
+            synced = {}
+        done = [p for p, e in entries.items() if p in synced and synced[p] == e]
         if done:
             self._side.clear_index_pending(done)
             for path in done:
@@ -1079,7 +1080,9 @@ class Workspace:
         entries = gitindex.entries_at(self._head_tree(), dict.fromkeys(paths))
         if not entries:
             return
-        self._collect_index(block=True)  # (a refresh under way holds index.lock)
+        self._collect_index(block=False)
+        if self._index_job is not None:  # (it holds index.lock; its paths are set after it)
+            return
         index_path = self.gitdir / "index"
         try:
             held = gitlock.acquire(self.gitdir, index_path, wait=0.0, sync=False)
