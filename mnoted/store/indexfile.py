@@ -5,9 +5,12 @@ wrote: ``git status`` shows ``MM`` and a person's ``git commit`` commits the rev
 every landing sets its paths' entries before it is answered. libgit2 parses and rewrites the
 whole index for that (~30-60 ms at 100,000 files); here the file's entries are kept as the
 bytes Git reads, one per path in Git's order, and a landing replaces just its entries, drops
-the cache-tree ids of the folders on their paths (as Git does), and writes the file again
-(one join, one SHA-1, one write). Entries written here carry no stat data (as libgit2's
-from a tree), so ``git status`` hashes those files once.
+the cache-tree ids of the folders on their paths (as Git does), and writes the file again.
+The entries are kept in blocks of :data:`BLOCK`, joined, with the SHA-1 state after each: a
+page saved again changes one block, which alone is joined again, and the checksum is taken
+on from the state before it (a page created or removed shifts the blocks after it, and
+changes the count the checksum starts with). Entries written here carry no stat data (as
+libgit2's from a tree), so ``git status`` hashes those files once.
 
 Kept: versions 2 and 3, the ``TREE`` (cache-tree) and ``REUC`` (resolve-undo) extensions.
 Other optional extensions (an end-of-entries offset table, fsmonitor and untracked caches)
@@ -20,9 +23,11 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import os
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from mnoted.store.indexstat import Unsupported
 
@@ -32,6 +37,8 @@ _FIXED = 62
 _NAME_MASK = 0x0FFF
 _EXTENDED = 0x4000
 _KEPT = (b"TREE", b"REUC")
+BLOCK = 512
+_IOV = 1000  # buffers per writev (the system's limit is 1024)
 
 Entry = tuple[str, int] | None
 """(blob id, Git mode) a path is set to, or None: its entry is removed."""
@@ -54,7 +61,7 @@ class _Tree:
 
 
 class IndexFile:
-    """The entries and extensions of one index file, patched and serialised again."""
+    """The entries and extensions of one index file, patched and written again."""
 
     def __init__(
         self, version: int, keys: list[bytes], chunks: list[bytes], tree: list[_Tree], kept: bytes
@@ -64,6 +71,10 @@ class IndexFile:
         self._chunks = chunks
         self._tree = tree
         self._kept = kept  # other extensions kept, as they were
+        self._joined: list[bytes] = []  # the entries of each block, joined (the first ones)
+        self._stale: set[int] = set()  # blocks of those whose join is out of date
+        self._states: list[Any] = []  # SHA-1 after the header, then after each block
+        self._hashed = 0  # blocks the states still hold good for
 
     @classmethod
     def parse(cls, data: bytes) -> IndexFile:
@@ -106,17 +117,42 @@ class IndexFile:
         path that is now a file, and a file where a folder now is, go too."""
         for path, entry in entries.items():
             name = path.encode("utf-8", "surrogateescape")
-            self._drop_prefix(name + b"\0")  # every stage of it
-            self._drop_prefix(name + b"/")  # a folder that became a file
-            parts = name.split(b"/")
-            for depth in range(1, len(parts)):  # a file that became a folder
-                self._drop_prefix(b"/".join(parts[:depth]) + b"\0")
-            if entry is not None:
-                key = _key(name)
-                at = bisect.bisect_left(self._keys, key)
-                self._keys.insert(at, key)
-                self._chunks.insert(at, _entry(name, entry))
+            key = _key(name)
+            at = bisect.bisect_left(self._keys, key)
+            alone = (
+                entry is not None
+                and at < len(self._keys)
+                and self._keys[at] == key
+                and (at + 1 == len(self._keys) or not self._keys[at + 1].startswith(name + b"\0"))
+                and not self._holds(name + b"/")
+                and not any(self._holds(a + b"\0") for a in _ancestors(name))
+            )
+            if alone:  # (a page saved again: the same place, the same size)
+                assert entry is not None
+                self._chunks[at] = _entry(name, entry)
+                self._stale.add(at // BLOCK)
+                self._hashed = min(self._hashed, at // BLOCK)
+            else:
+                self._drop_prefix(name + b"\0")  # every stage of it
+                self._drop_prefix(name + b"/")  # a folder that became a file
+                for folder in _ancestors(name):  # a file that became a folder
+                    self._drop_prefix(folder + b"\0")
+                if entry is not None:
+                    at = bisect.bisect_left(self._keys, key)
+                    self._keys.insert(at, key)
+                    self._chunks.insert(at, _entry(name, entry))
+                    self._shifted(at)
             self._invalidate(name)
+
+    def _holds(self, prefix: bytes) -> bool:
+        at = bisect.bisect_left(self._keys, prefix)
+        return at < len(self._keys) and self._keys[at].startswith(prefix)
+
+    def _shifted(self, at: int) -> None:
+        """Entries were added or removed at ``at``: the blocks from there on are joined
+        again, and the checksum is taken again from the header (its count changed)."""
+        del self._joined[at // BLOCK :]
+        self._hashed = -1
 
     def _drop_prefix(self, prefix: bytes) -> None:
         at = bisect.bisect_left(self._keys, prefix)
@@ -126,17 +162,52 @@ class IndexFile:
         if end > at:
             del self._keys[at:end]
             del self._chunks[at:end]
+            self._shifted(at)
 
     def _invalidate(self, name: bytes) -> None:
-        folders = {b""}
-        parts = name.split(b"/")
-        folders.update(b"/".join(parts[:depth]) for depth in range(1, len(parts)))
+        folders = {b"", *_ancestors(name)}
         for node in self._tree:
             if node.path in folders:
                 node.count, node.oid = -1, None
 
+    def buffers(self) -> list[bytes]:
+        """The file's bytes as a list of buffers, its SHA-1 trailer last."""
+        header = _HEADER.pack(b"DIRC", self.version, len(self._keys))
+        blocks = (len(self._chunks) + BLOCK - 1) // BLOCK
+        for j in range(blocks):
+            if j >= len(self._joined):
+                self._joined.append(b"".join(self._chunks[j * BLOCK : (j + 1) * BLOCK]))
+            elif j in self._stale:
+                self._joined[j] = b"".join(self._chunks[j * BLOCK : (j + 1) * BLOCK])
+        del self._joined[blocks:]
+        self._stale.clear()
+        if self._hashed < 0 or not self._states:
+            self._states = [hashlib.sha1(header, usedforsecurity=False)]
+            self._hashed = 0
+        del self._states[self._hashed + 1 :]
+        digest = self._states[-1].copy()
+        for j in range(self._hashed, blocks):
+            digest.update(self._joined[j])
+            self._states.append(digest.copy())
+        self._hashed = blocks
+        tail = self._extensions()
+        digest.update(tail)
+        return [header, *self._joined, tail, digest.digest()]
+
     def serialize(self) -> bytes:
         """The file's bytes, its SHA-1 trailer included."""
+        return b"".join(self.buffers())
+
+    def write(self, fd: int) -> None:
+        """Write the file's bytes to ``fd`` (a new, empty file)."""
+        buffers = self.buffers()
+        for start in range(0, len(buffers), _IOV):
+            part = buffers[start : start + _IOV]
+            done = os.writev(fd, part)
+            if done < sum(len(b) for b in part):  # (a regular file takes all, or fails)
+                os.write(fd, b"".join(part)[done:])
+
+    def _extensions(self) -> bytes:
         tree = b""
         if self._tree:
             body = b"".join(
@@ -144,10 +215,12 @@ class IndexFile:
                 for n in self._tree
             )
             tree = b"TREE" + struct.pack(">I", len(body)) + body
-        data = b"".join(
-            [_HEADER.pack(b"DIRC", self.version, len(self._keys)), *self._chunks, tree, self._kept]
-        )
-        return data + hashlib.sha1(data, usedforsecurity=False).digest()
+        return tree + self._kept
+
+
+def _ancestors(name: bytes) -> list[bytes]:
+    parts = name.split(b"/")
+    return [b"/".join(parts[:depth]) for depth in range(1, len(parts))]
 
 
 def _entry(name: bytes, entry: tuple[str, int]) -> bytes:

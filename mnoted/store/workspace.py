@@ -1015,6 +1015,8 @@ class Workspace:
         self._check_thread()
         self._collect_index(block=True)
         entries = self._pending_entries()
+        if entries and unfinished_operation(self._repo) is not None:
+            entries = self._stale_beside_operation(entries)
         if not entries:
             return
         try:
@@ -1041,6 +1043,8 @@ class Workspace:
         if self._index_job is not None or time.monotonic() < self._index_next:
             return
         entries = self._pending_entries()
+        if entries and unfinished_operation(self._repo) is not None:
+            entries = self._stale_beside_operation(entries)
         if not entries:
             return
         if self._index_thread is None:
@@ -1071,6 +1075,26 @@ class Workspace:
                 del entries[path]
         return entries
 
+    def _stale_beside_operation(
+        self, entries: dict[str, gitindex.Entry]
+    ) -> dict[str, gitindex.Entry]:
+        """Of the pending entries, while a merge (or the like) owns the index, those only
+        the index holds back: no conflict there, and the disk holding HEAD's version (a
+        landing that raced the merge's start; its abort refuses while the entry is stale).
+        A path the merge resolved or left in conflict is the merge's."""
+        index = self._index_stat()
+        out: dict[str, gitindex.Entry] = {}
+        for path, entry in entries.items():
+            if entry is None or path in index.unmerged:
+                continue
+            try:
+                found = disk_file(self.root, path, self._stats)
+            except PathRejected:
+                continue
+            if found is not None and found.blob == entry[0]:
+                out[path] = entry
+        return out
+
     def _index_landed(self, paths: Iterable[str]) -> None:
         """Set the Git index entries of the paths a landing wrote to HEAD's, before it is
         answered: a person's ``git status`` never shows a staged reversion of it, nor does
@@ -1098,10 +1122,9 @@ class Workspace:
             else:
                 index = indexfile.IndexFile.parse(index_path.read_bytes())
             index.set(entries)
-            data = index.serialize()
             fd = os.open(held.lock, os.O_WRONLY | os.O_CLOEXEC)
             try:
-                dirfd.write_all(fd, data)
+                index.write(fd)
             finally:
                 os.close(fd)
             held.commit(sync=False)

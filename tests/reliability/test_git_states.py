@@ -53,15 +53,20 @@ def test_a_merge_in_progress(daemon: DaemonProcess) -> None:
     (root / "other.md").write_text("# Other\n\nbase\n")
     client = daemon.client()
     assert _call(client, "mnote.page.get", "other.md", {})["ok"]
-    head = _git(daemon, "rev-parse", "HEAD").strip()
-    _git(daemon, "checkout", "-q", "-b", "side")
-    (root / "other.md").write_text("# Other\n\nfrom side\n")
-    _git(daemon, "-c", "user.name=p", "-c", "user.email=p@x", "commit", "-qam", "side")
-    _git(daemon, "checkout", "-q", "-")
-    (root / "other.md").write_text("# Other\n\nfrom main\n")
-    _git(daemon, "-c", "user.name=p", "-c", "user.email=p@x", "commit", "-qam", "main")
-    merge = subprocess.run(["git", "merge", "side"], cwd=root, capture_output=True, text=True)
-    assert merge.returncode != 0 and (root / ".git" / "MERGE_HEAD").exists()
+    daemon.wait_idle_clean()
+    clone = daemon.base / "clone"
+    subprocess.run(["git", "clone", "-q", str(root), str(clone)], check=True)
+    (clone / "other.md").write_text("# Other\n\nfrom the clone\n")
+    ident = ["-c", "user.name=p", "-c", "user.email=p@x"]
+    subprocess.run(["git", *ident, "commit", "-qam", "side"], cwd=clone, check=True)
+    saved = _call(client, "mnote.page.save", "other.md", {"content": ["from main"]})
+    assert saved["ok"], saved["error"]
+    daemon.wait_idle_clean()
+    _git(daemon, "fetch", "-q", str(clone), "HEAD")
+    merge = subprocess.run(
+        ["git", *ident, "merge", "FETCH_HEAD"], cwd=root, capture_output=True, text=True
+    )
+    assert merge.returncode != 0 and (root / ".git" / "MERGE_HEAD").exists(), merge
     head = _git(daemon, "rev-parse", "HEAD").strip()
     for doc in ("plan.md", "other.md"):
         got = _call(client, "mnote.page.get", doc, {})
@@ -74,7 +79,8 @@ def test_a_merge_in_progress(daemon: DaemonProcess) -> None:
     shown = daemon.cli("status")
     assert "in the middle of a merge" in shown.stdout and "git merge --abort" in shown.stdout
     assert _git(daemon, "rev-parse", "HEAD").strip() == head  # nothing committed meanwhile
-    _git(daemon, "merge", "--abort")
+    aborted = subprocess.run(["git", "merge", "--abort"], cwd=root, capture_output=True, text=True)
+    assert aborted.returncode == 0, (aborted.stderr, _git(daemon, "status", "--porcelain"))
     written = _call(client, "mnote.page.save", "plan.md", {"content": ["agent"], "mode": "append"})
     assert written["ok"], written["error"]
     text = _git(daemon, "show", "HEAD:plan.md")
