@@ -1109,7 +1109,10 @@ class Workspace:
             return
         index_path = self.gitdir / "index"
         try:
-            held = gitlock.acquire(self.gitdir, index_path, wait=0.0, sync=False)
+            # (with the spares, the old index's blocks are freed off this thread)
+            held = gitlock.acquire(
+                self.gitdir, index_path, wait=0.0, sync=False, spares=self._spares
+            )
         except (LockBusy, StorageError, OSError) as exc:
             log.info("the Git index is refreshed later: %s", exc)
             return
