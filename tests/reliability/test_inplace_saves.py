@@ -10,7 +10,7 @@ a marker, then closes it. Meanwhile an agent appends to the same page through th
 - an agent's ``ok`` means its text is in the file and stays there (the person's next save
   starts from the disk, so it keeps it); otherwise the answer is ``mnote_tool_conflict``.
 
-`MNOTE_INPLACE_ROUNDS=200` runs the issue's 200 rounds (CI: 40).
+`MNOTE_INPLACE_ROUNDS=200` runs the issue's 200 rounds (CI: 30).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 
 from tests.e2e.conftest import DaemonProcess
 
-ROUNDS = int(os.environ.get("MNOTE_INPLACE_ROUNDS", "40"))
+ROUNDS = int(os.environ.get("MNOTE_INPLACE_ROUNDS", "30"))
 PAGE = "plan.md"
 
 
