@@ -12,10 +12,12 @@ on from the state before it (a page created or removed shifts the blocks after i
 changes the count the checksum starts with). Entries written here carry no stat data (as
 libgit2's from a tree), so ``git status`` hashes those files once.
 
-Kept: versions 2 and 3, the ``TREE`` (cache-tree) and ``REUC`` (resolve-undo) extensions.
+Kept: the ``TREE`` (cache-tree) and ``REUC`` (resolve-undo) extensions; an index of version 4
+(``feature.manyFiles``) is written back as version 3 (or 2), which Git reads as well and
+writes as 4 again the next time it writes the index.
 Other optional extensions (an end-of-entries offset table, fsmonitor and untracked caches)
 describe positions or states this patch would make stale, so they are dropped; Git rebuilds
-them when it wants them. A version 4 index, a split or sparse index is :class:`Unsupported`:
+them when it wants them. A split or sparse index is :class:`Unsupported`:
 the caller falls back to libgit2's refresh.
 """
 
@@ -82,20 +84,34 @@ class IndexFile:
         if len(data) < 32:
             raise Unsupported("no index")
         signature, version, count = _HEADER.unpack_from(data, 0)
-        if signature != b"DIRC" or version not in (2, 3):
+        if signature != b"DIRC" or version not in (2, 3, 4):
             raise Unsupported(f"index version {version}")
         keys: list[bytes] = []
         chunks: list[bytes] = []
         off = 12
+        previous = b""
+        extended_seen = False
         for _ in range(count):
             (flags,) = struct.unpack_from(">H", data, off + 60)
             pos = off + _FIXED + (2 if flags & _EXTENDED else 0)
-            length = flags & _NAME_MASK
-            end = pos + length if length < _NAME_MASK else data.index(b"\0", pos)
-            size = (end - off + 8) & ~7
-            keys.append(_key(data[pos:end], (flags >> 12) & 3))
-            chunks.append(data[off : off + size])
-            off += size
+            extended_seen = extended_seen or bool(flags & _EXTENDED)
+            if version == 4:  # (names shortened by the one before: written out in full)
+                strip, start = _varint(data, pos)
+                end = data.index(b"\0", start)
+                name = previous[: len(previous) - strip] + data[start:end]
+                previous = name
+                chunks.append((data[off:pos] + name).ljust((pos - off + len(name) + 8) & ~7, b"\0"))
+                off = end + 1
+            else:
+                length = flags & _NAME_MASK
+                end = pos + length if length < _NAME_MASK else data.index(b"\0", pos)
+                name = data[pos:end]
+                size = (end - off + 8) & ~7
+                chunks.append(data[off : off + size])
+                off += size
+            keys.append(_key(name, (flags >> 12) & 3))
+        if version == 4:  # written back as version 3 (or 2): Git reads every version
+            version = 3 if extended_seen else 2
         tree: list[_Tree] = []
         kept = bytearray()
         end = len(data) - 20
@@ -216,6 +232,18 @@ class IndexFile:
             )
             tree = b"TREE" + struct.pack(">I", len(body)) + body
         return tree + self._kept
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """Git's offset varint (index version 4's name compression)."""
+    byte = data[pos]
+    pos += 1
+    value = byte & 0x7F
+    while byte & 0x80:
+        byte = data[pos]
+        pos += 1
+        value = ((value + 1) << 7) | (byte & 0x7F)
+    return value, pos
 
 
 def _ancestors(name: bytes) -> list[bytes]:

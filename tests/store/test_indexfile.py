@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pygit2
+import pytest
 
 from mnoted.store import indexfile
 from mnoted.store.indexfile import IndexFile
@@ -18,7 +19,10 @@ def _git(root: Path, *args: str, data: bytes | None = None) -> bytes:
     ).stdout
 
 
-def test_patched_entries_read_as_git_reads_them(tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.parametrize("version", [2, 4])  # 4: `feature.manyFiles`, written back as 2
+def test_patched_entries_read_as_git_reads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: int
+) -> None:
     monkeypatch.setattr(indexfile, "BLOCK", 4)  # many blocks for a few entries
     _git(tmp_path, "init", "-q", ".")
     blob = _git(tmp_path, "hash-object", "-w", "--stdin", data=b"x\n").decode().strip()
@@ -29,6 +33,7 @@ def test_patched_entries_read_as_git_reads_them(tmp_path: Path, monkeypatch) -> 
         "--index-info",
         data="".join(f"100644 {blob}\t{n}\n" for n in names).encode(),
     )
+    _git(tmp_path, "update-index", "--index-version", str(version))
     _git(tmp_path, "write-tree")  # (a cache-tree to keep valid)
     index_path = tmp_path / ".git" / "index"
     patched = IndexFile.parse(index_path.read_bytes())
