@@ -549,6 +549,18 @@ class Workspace:
         return st is not None and key_of(st) == key
 
     @property
+    def settle_quiet(self) -> float:
+        """Seconds a file must have been left alone before it is committed or written over
+        (``store.settle.QUIET_NS``); a file open for writing is waited for whatever this is.
+        Set by whoever opens the workspace: a test harness that writes whole files itself
+        sets 0."""
+        return self._writers.quiet_ns / 1e9
+
+    @settle_quiet.setter
+    def settle_quiet(self, seconds: float) -> None:
+        self._writers.quiet_ns = int(seconds * 1e9)
+
+    @property
     def clean_filter(self) -> Clean | None:
         """What runs Git's clean filters for this workspace (``store.filters``): set by the
         process that opens it; without it, a filtered file is not committed from the disk."""
