@@ -534,10 +534,12 @@ class _GuardedSite(web.SockSite):
 
 
 UNCOMMITTED_LISTED = 50
+"""How many of a workspace's uncommitted paths its status names (each with its reason)."""
 BAD_NAMES_EVERY = 5.0
 """How often a status looks again for names that are not UTF-8 (a walk of the folders)."""
-"""How many of a workspace's uncommitted paths its status names (each with its reason)."""
-_NO_STATUS: dict[str, Any] = dict.fromkeys(("head", "branch", "pendingChanges", "uncommitted"))
+_NO_STATUS: dict[str, Any] = dict.fromkeys(
+    ("head", "branch", "pendingChanges", "uncommitted", "gitOperation")
+)
 
 
 async def _answer(future: Future[bytes], limit: float) -> bytes:
@@ -589,12 +591,16 @@ def _runner_status(runner: WorkspaceRunner, actor: Actor) -> dict[str, Any]:
         seen = [p for p in runner.pending_changes() if visibility.may_see(actor, ws, p)]
         count = len(seen)
         listed = [{"path": p, "reason": runner.skip_reason(p)} for p in seen[:UNCOMMITTED_LISTED]]
+    operation = ws.operation()
     return {
         "head": ws.head,
         "branch": ws.branch,
         "pendingChanges": count,
         "uncommitted": listed,
         "search": search_index.of(ws).status(),
+        "gitOperation": None
+        if operation is None
+        else {"operation": operation[0], "end": operation[1]},
     }
 
 
