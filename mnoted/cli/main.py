@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
+from mnoted.cli import remote_cmds
 from mnoted.cli.find_commands import add_find_commands, find_call
 from mnoted.cli.output import print_json, print_response, print_status, print_tools
 from mnoted.client.client import Client, Unreachable
@@ -253,6 +254,7 @@ def parser() -> argparse.ArgumentParser:
     gr = grant.add_parser("revoke", help="revoke a token at once")
     gr.add_argument("--workspace", type=Path, required=True, help="workspace folder")
     gr.add_argument("token_id", help="as `mnote grant list` shows it")
+    remote_cmds.add_parsers(sub)
     _json_anywhere(p)
     return p
 
@@ -569,6 +571,8 @@ def main(argv: list[str] | None = None, doors: Mapping[str, Door] | None = None)
             return _grant(args)
         if args.cmd == "install-service":
             return _install_service(args)
+        if args.cmd == "remote":
+            return remote_cmds.remote_command(args)
         if args.cmd == "mcp":
             door = (doors or {}).get("mcp")
             if door is None:  # (the `mnote` command is mnoted.integrations.entry)
@@ -592,6 +596,7 @@ def main(argv: list[str] | None = None, doors: Mapping[str, Door] | None = None)
                 print_json(out)
             else:
                 print_status(health, body["workspaces"])
+                remote_cmds.print_remote_status(body["workspaces"])
             return EXIT_OK if status == 200 else EXIT_TOOL
         if args.cmd == "tools":
             _, body = client.request("GET", "/v1/tools")
@@ -600,6 +605,10 @@ def main(argv: list[str] | None = None, doors: Mapping[str, Door] | None = None)
             else:
                 print_tools(body)
             return EXIT_OK if "tools" in body else EXIT_TOOL
+        if args.cmd == "sync":
+            return remote_cmds.sync_command(
+                client, args, args.workspace_id or _workspace_here(client)
+            )
         if args.cmd == "log" and args.page is None:
             return _workspace_log(client, args)
         tool, doc, tool_args, dry = tool_call(args)

@@ -226,6 +226,12 @@ def print_status(health: dict[str, Any], workspaces: list[dict[str, Any]]) -> No
                 f"{search.get('pagesTotal', 0):,} pages"
                 + (f" ({search['error']})" if search.get("error") else "")
             )
+        operation = ws.get("gitOperation")
+        if operation:
+            print(
+                f"  in the middle of {operation['operation']}: reads go on, writes are "
+                f"refused and edits wait to be committed until it ends; {operation['end']}"
+            )
         count = ws.get("pendingChanges") or 0
         if not count:
             print("  everything on disk is committed")

@@ -10,7 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from mnoted.host.remote import attach as attach_sync
+from mnoted.host.remote import detach as detach_sync
 from mnoted.host.runner import RunnerConfig, WorkspaceRunner
+from mnoted.remote.sync import RemoteSync
 from mnoted.service import visibility
 from mnoted.service.actors import Actor
 from mnoted.service.events import EventBus
@@ -48,8 +51,9 @@ class HostShared:
 
 class Host:
     """Serves the workspace at ``root``: :meth:`start` opens it on its runner thread (the
-    watcher, the start-up pass, the search index, housekeeping), then starts each
-    companion ``companions`` makes; :meth:`stop` stops them in the reverse order."""
+    watcher, the start-up pass, the search index, housekeeping), then its remote sync
+    (``remote``: ``docs/remote.md``), then each companion ``companions`` makes;
+    :meth:`stop` stops them in the reverse order, the workspace last."""
 
     def __init__(
         self,
@@ -58,6 +62,7 @@ class Host:
         *,
         shared: HostShared | None = None,
         after_maintenance: Callable[[], object] | None = None,
+        remote: bool = False,
         companions: Sequence[Callable[[Host], Companion]] = (),
     ) -> None:
         shared = shared or HostShared()
@@ -68,6 +73,8 @@ class Host:
         self.runner = WorkspaceRunner(
             root, self.service, config, after_maintenance=after_maintenance
         )
+        self._remote = remote
+        self.sync: RemoteSync | None = None
         self._make_companions = list(companions)
         self.companions: list[Companion] = []
 
@@ -75,6 +82,8 @@ class Host:
     def start(self) -> None:
         """Open the workspace and start its companions; raise what opening raised."""
         self.runner.start()
+        if self._remote:
+            self.sync = attach_sync(self.runner)
         for make in self._make_companions:
             companion = make(self)
             companion.start()
@@ -88,6 +97,9 @@ class Host:
                 companion.stop()
             except Exception:  # the workspace is closed whatever a companion does
                 log.exception("a companion of %s failed to stop", self.root)
+        sync, self.sync = self.sync, None
+        if sync is not None:
+            detach_sync(sync)
         self.runner.stop()
 
     # -- what the daemon asks ---------------------------------------------------------------
@@ -140,10 +152,14 @@ class Host:
             seen = [p for p in runner.pending_changes() if visibility.may_see(actor, ws, p)]
             count = len(seen)
             named = [{"path": p, "reason": runner.skip_reason(p)} for p in seen[:listed]]
+        operation = ws.operation()
         return {
             "head": ws.head,
             "branch": ws.branch,
             "pendingChanges": count,
             "uncommitted": named,
             "search": search_index.of(ws).status(),
+            "gitOperation": None
+            if operation is None
+            else {"operation": operation[0], "end": operation[1]},
         }

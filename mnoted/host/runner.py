@@ -450,6 +450,12 @@ class WorkspaceRunner:
                 self._retry_later(),
             )
             return 0
+        if ws.unsettled:
+            log.info(
+                "not committing %s yet: being written by another program; again in %.0f s",
+                ", ".join(sorted(ws.unsettled)),
+                self._retry_later(),
+            )
         committed = set(result.paths) if result is not None else set()
         for path in paths:
             if path not in committed:
@@ -506,6 +512,12 @@ class WorkspaceRunner:
             st = os.lstat(self.root / path)  # never through a symlink
         except (OSError, ValueError):
             return None
+        if stat.S_ISLNK(st.st_mode):
+            return (
+                "a symbolic link: mnoted neither follows nor commits links (a folder swapped "
+                "for one has its pages removed from HEAD); commit it with git, or add it to "
+                ".gitignore"
+            )
         limit = self.ws.config.max_file_bytes
         if st.st_size > limit and self.ws.blob_id(path) is None:
             return (

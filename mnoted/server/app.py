@@ -77,6 +77,8 @@ class Daemon(Protocol):
 
     def may_see(self, actor: Actor, event: dict[str, Any]) -> bool: ...
 
+    async def sync_now(self, workspace_id: str | None, actor: Actor, resume: bool) -> Any: ...
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -279,12 +281,20 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
             request.app[STREAMS].discard(stream)
         return response
 
+    async def sync(request: web.Request) -> web.Response:
+        """``mnote sync now``: one fetch-merge-push cycle now (``?resume=1`` after a stop)."""
+        actor = request[ACTOR]
+        resume = request.query.get("resume") in ("1", "true")
+        status = await daemon.sync_now(request.query.get("workspaceId"), actor, resume)
+        return web.json_response(status)
+
     app = web.Application(middlewares=[guard], client_max_size=limits.max_body_bytes)
     app.router.add_get("/v1/health", health)
     app.router.add_get("/v1/workspaces", workspaces)
     app.router.add_get("/v1/tools", tools)
     app.router.add_post("/v1/tools/call", call)
     app.router.add_get("/v1/events", events)
+    app.router.add_post("/v1/sync", sync)
     app["started"] = time.time()
     app[STREAMS] = set()
     app.on_shutdown.append(_end_streams)

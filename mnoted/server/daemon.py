@@ -162,7 +162,7 @@ class Daemon:
         self.shared = HostShared()
         know_tools(TOOLS)  # (a disabledTools entry that names no tool is refused)
         self.hosts: dict[str, Host] = {}
-        # per-workspace services each host starts beside its runner (remote sync goes here)
+        # per-workspace services each host starts beside its runner and remote sync
         self.companions: list[Callable[[Host], Companion]] = []
         self.started = time.time()
         self._sites: list[web.SockSite] = []
@@ -190,6 +190,7 @@ class Daemon:
                     self.config.runner,
                     shared=self.shared,
                     after_maintenance=give_back,
+                    remote=True,
                     companions=self.companions,
                 )
                 host.start()
@@ -376,6 +377,7 @@ class Daemon:
                     "root": str(host.root) if actor.is_owner else None,
                     "watcher": host.watcher_state(),
                     "externalCommits": host.runner.external_commits,
+                    "remote": await self._remote_status(wid) if actor.is_owner else None,
                     **status,
                 }
             )
@@ -403,6 +405,24 @@ class Daemon:
             "pendingChanges": (status.get("pendingChanges") or 0) + count,
             "uncommitted": listed[:UNCOMMITTED_LISTED],
         }
+
+    async def _remote_status(self, workspace_id: str) -> dict[str, Any] | None:
+        host = self.hosts.get(workspace_id)
+        sync = host.sync if host is not None else None
+        if sync is None:
+            return None
+        return await asyncio.get_running_loop().run_in_executor(None, sync.status)
+
+    async def sync_now(self, workspace_id: str | None, actor: Actor, resume: bool) -> Any:
+        """Run a sync cycle of the workspace now (owner only) and return its remote status."""
+        if not actor.is_owner:
+            raise PermissionDenied("only the workspace owner runs sync")
+        host = self.host_for(workspace_id, actor)
+        sync = host.sync
+        assert sync is not None  # (the daemon's hosts all sync: open_workspaces)
+        loop = asyncio.get_running_loop()
+        status = await loop.run_in_executor(None, partial(sync.sync_now, resume=resume))
+        return {"workspaceId": host.workspace_id, **status}
 
     # -- serving ---------------------------------------------------------------------------------
     async def serve(self) -> None:
@@ -516,10 +536,12 @@ class _GuardedSite(web.SockSite):
 
 
 UNCOMMITTED_LISTED = 50
+"""How many of a workspace's uncommitted paths its status names (each with its reason)."""
 BAD_NAMES_EVERY = 5.0
 """How often a status looks again for names that are not UTF-8 (a walk of the folders)."""
-"""How many of a workspace's uncommitted paths its status names (each with its reason)."""
-_NO_STATUS: dict[str, Any] = dict.fromkeys(("head", "branch", "pendingChanges", "uncommitted"))
+_NO_STATUS: dict[str, Any] = dict.fromkeys(
+    ("head", "branch", "pendingChanges", "uncommitted", "gitOperation")
+)
 
 
 async def _answer(future: Future[bytes], limit: float) -> bytes:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from mnoted.core.commands import EditResult, changed_ids
-from mnoted.core.merge import merge_pages
+from mnoted.core.merge import merge_page
 from mnoted.core.page import parse_page
 from mnoted.errors import Conflict, NotFound, PathRejected, PermissionDenied
 from mnoted.service.actors import utc_iso
@@ -210,14 +210,13 @@ def file_release(call: Call) -> WritePlan:
             f"the private copy of grant {grant['grantId']} is gone",
             hint="Ask for a new grant with mnote.file.grant.",
         )
-    pages = call.service.pages
-    base = pages.page_for(ws, doc, grant["originBlob"], origin_data)
     current = loaded.page
-    theirs = parse_page(theirs_data, doc.path, previous=base)
     if loaded.blob == grant["originBlob"]:
         data: bytes | None = theirs_data
     else:
-        data = merge_pages(base, current, theirs)
+        current_data = ws.read_blob(loaded.blob)
+        merged = merge_page(origin_data, current_data, theirs_data) if current_data else None
+        data = merged.data if merged is not None and merged.clean else None
     if data is None:
         raise Conflict(
             f"{doc.path} was changed since the grant in the blocks your copy changes; "

@@ -107,11 +107,16 @@ class PageCache:
             doc = ws.resolve(ref)
         except NotFound:
             # A page saved in an editor a moment ago, not yet committed by the watcher.
-            if not ref.lower().endswith(".md") or ws.commit_external([ref]) is None:
+            if (
+                not ref.lower().endswith(".md")
+                or ws.operation() is not None
+                or ws.commit_external([ref]) is None
+            ):
                 raise
             doc = ws.resolve(ref)
         ws.refuse_filtered(doc.path)  # (its blob is a filter's output, not its text)
-        if ws.commit_external([doc.path]) is not None:
+        # (while a merge or the like is under way, HEAD's version is served: Workspace.operation)
+        if ws.operation() is None and ws.commit_external([doc.path]) is not None:
             doc = ws.resolve(doc.document_id)  # (the edit may have moved it)
         blob = ws.blob_id(doc.path)
         if blob is None:

@@ -25,6 +25,22 @@ STATE_HINTS = {
         "run `git cherry-pick --continue` or `--abort`",
     ),
     pygit2.enums.RepositoryState.BISECT: ("a bisect", "run `git bisect reset`"),
+    pygit2.enums.RepositoryState.REBASE: (
+        "a rebase",
+        "run `git rebase --continue` or `git rebase --abort`",
+    ),
+    pygit2.enums.RepositoryState.REBASE_INTERACTIVE: (
+        "a rebase",
+        "run `git rebase --continue` or `git rebase --abort`",
+    ),
+    pygit2.enums.RepositoryState.REBASE_MERGE: (
+        "a rebase",
+        "run `git rebase --continue` or `git rebase --abort`",
+    ),
+    pygit2.enums.RepositoryState.APPLY_MAILBOX: (
+        "a patch application",
+        "run `git am --continue` or `git am --abort`",
+    ),
 }
 
 

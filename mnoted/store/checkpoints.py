@@ -35,6 +35,9 @@ class Checkpointer:
         self._interval = interval
         self._seen: dict[Path, tuple[int, int]] = {}
         self._conns: dict[Path, sqlite3.Connection] = {}
+        # One cursor per connection: each `Connection.execute` makes a cursor, and the
+        # connection keeps a reference to each until it has made 200 more.
+        self._cursors: dict[Path, sqlite3.Cursor] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="mnote-checkpoints", daemon=True)
         self._thread.start()
@@ -66,9 +69,11 @@ class Checkpointer:
             if conn is None:  # (never creating a database: its log could outlive it)
                 uri = Path(os.path.abspath(path)).as_uri() + "?mode=rw"
                 conn = self._conns[path] = sqlite3.connect(uri, uri=True, isolation_level=None)
-            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                self._cursors[path] = conn.cursor()
+            self._cursors[path].execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
         except sqlite3.Error as exc:  # the writers' backstop still copies the log
             log.warning("checkpoint of %s failed (tried again later): %s", path.name, exc)
+            self._cursors.pop(path, None)
             failed = self._conns.pop(path, None)
             if failed is not None:
                 failed.close()

@@ -24,6 +24,8 @@ STEPS = (
     "index-written",
 )
 MAINTENANCE_STEPS = ("pack-published", "search-batch")  # background maintenance, off the write path
+REMOTE_STEPS = ("sync-fetched", "sync-merge-written", "sync-landed", "sync-pushed")
+"""Steps of a remote sync (``mnoted/remote/sync.py``) between the store's own."""
 
 _armed: dict[str, int] = {}
 _errors: dict[str, list[int]] = {}  # step -> [errno, times left (-1: until disarmed)]
@@ -31,7 +33,7 @@ _errors: dict[str, list[int]] = {}  # step -> [errno, times left (-1: until disa
 
 def arm(step: str, countdown: int = 0) -> None:
     """Kill this process the ``countdown+1``-th time ``step`` is reached."""
-    if step not in STEPS + MAINTENANCE_STEPS:
+    if step not in STEPS + MAINTENANCE_STEPS + REMOTE_STEPS:
         raise ValueError(f"unknown crash point {step!r}")
     _armed[step] = countdown
 

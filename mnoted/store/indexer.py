@@ -36,6 +36,23 @@ def generated_id(commit: str, path: str) -> str:
     return "doc_" + hashlib.sha256(f"{commit}\0{path}".encode()).hexdigest()[:20]
 
 
+DOCUMENT_ID_TRAILER = "Mnote-Document-Id"
+
+
+def named_ids(text: str) -> dict[str, str]:
+    """``path -> documentId`` from a message's ``Mnote-Document-Id: <id> <path>`` trailers."""
+    if DOCUMENT_ID_TRAILER not in text:
+        return {}
+    out: dict[str, str] = {}
+    for line in text.strip().rsplit("\n\n", 1)[-1].splitlines():
+        key, _, value = line.partition(": ")
+        if key == DOCUMENT_ID_TRAILER:
+            doc, _, path = value.strip().partition(" ")
+            if doc and path:
+                out[path] = doc
+    return out
+
+
 def pinned_id(data: bytes) -> str | None:
     """The frontmatter ``id`` of a document's bytes, if it pins one."""
     if not data.startswith(b"---"):
@@ -64,7 +81,7 @@ def replay(
     cid = str(commit.id)
     parent = commit.parents[0].tree if commit.parents else None
     deltas = treediff.diff(repo, parent, commit.tree, paths)
-    changed = _record_deltas(repo, side, cid, deltas, fresh)
+    changed = _record_deltas(repo, side, cid, deltas, fresh, named_ids(commit.message))
     _record_command(side, cid, commit.message, commit.commit_time, kept_results or {})
     if mark_pending and commit.committer.email == COMMITTER_EMAIL:
         side.mark_index_pending(changed)
@@ -107,8 +124,12 @@ def _record_deltas(
     cid: str,
     deltas: Sequence[treediff.Delta],
     fresh: Mapping[str, bytes] | None,
+    named: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """Files, document ids and change log of one commit's deltas; the paths they changed."""
+    """Files, document ids and change log of one commit's deltas; the paths they changed.
+
+    ``named`` (a merge's ``Mnote-Document-Id`` trailers) gives a document the merged side
+    added the id that side's history gave it, so every device has one id for it."""
     changed: list[str] = []
     for delta in deltas:
         if delta.status == "D":
@@ -132,7 +153,12 @@ def _record_deltas(
             data = fresh.get(str(delta.new_id)) if fresh else None
             if data is None:
                 data = _blob_data(repo, delta.new_id, delta.new_path, cid)
-            doc = pinned_id(data) or carried or generated_id(cid, delta.new_path)
+            doc = (
+                pinned_id(data)
+                or carried
+                or (named or {}).get(delta.new_path)
+                or generated_id(cid, delta.new_path)
+            )
         side.put_file(delta.new_path, delta.new_id, cid, doc)
         old_path = delta.old_path if delta.status == "R" else None
         side.add_change(cid, doc, delta.new_path, old_path, delta.status)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -192,8 +193,10 @@ def disk_changes(
     include_ignored: bool = False,
     stats: StatCache | None = None,
     filters: Filters | None = None,
+    skip: set[str] | frozenset[str] = frozenset(),
 ) -> list[Target]:
-    """What is on disk at ``paths`` where it differs from ``tree``; unsafe paths skipped.
+    """What is on disk at ``paths`` where it differs from ``tree``; unsafe paths, and those
+    in ``skip`` (files being written by someone else), skipped.
 
     Untracked files that are ignored (or over the size limit) are skipped unless
     ``include_ignored``: a command about to write such a path commits it first all the same.
@@ -214,7 +217,7 @@ def disk_changes(
             rel = normalize(raw, config_ok=True)
         except PathRejected:
             continue
-        if rel in seen:
+        if rel in seen or rel in skip:
             continue
         seen.add(rel)
         entry = trees.entry_at(tree, rel)
@@ -232,6 +235,10 @@ def disk_changes(
             ):
                 found = disk_file(root, rel, None)  # known, but not what HEAD has: read it
         except PathRejected:
+            if entry is not None and _beyond_folder(root, rel):
+                # A folder on its way is a symlink or a file now: as for Git, the file is
+                # gone from the work tree (a stale entry kept `git status` dirty for good).
+                out.append(Target(rel, None, entry[1]))
             continue
         if found is None:
             if entry is not None:
@@ -291,6 +298,10 @@ def _expand_folders(
             rel = normalize(raw)
             folder = resolve_folder(root, rel)
         except PathRejected:
+            # a symlink on its way (or at it): what HEAD has below it is gone from disk
+            subtree = _subtree(tree, raw) if _normal(raw) else None
+            if subtree is not None:
+                out.extend(f"{raw}/{p}" for p in _blobs_under(repo, subtree, ""))
             out.append(raw)
             continue
         files: list[str] = []
@@ -306,6 +317,30 @@ def _expand_folders(
                 continue
         out.extend(files if files or folder is not None or subtree is not None else [rel])
     return out
+
+
+def _normal(raw: str) -> bool:
+    try:
+        return normalize(raw) == raw
+    except PathRejected:
+        return False
+
+
+def _beyond_folder(root: Path, rel: str) -> bool:
+    """Whether a folder on the way to ``rel`` is a symlink or no folder (the path cannot
+    hold a file of the work tree), as against the file itself being refused."""
+    current = str(root)
+    for part in rel.split("/")[:-1]:
+        current = f"{current}/{part}"
+        try:
+            st = os.lstat(current)
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return True
+        if not stat.S_ISDIR(st.st_mode):  # (a symlink's lstat is no folder either)
+            return True
+    return False
 
 
 def _subtree(tree: pygit2.Tree | None, rel: str) -> pygit2.Tree | None:

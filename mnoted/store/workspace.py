@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -51,6 +52,7 @@ from mnoted.store import (
     gitindex,
     gitlock,
     indexer,
+    indexfile,
     indexstat,
     message,
     packs,
@@ -103,6 +105,7 @@ from mnoted.store.planning import (
     validate,
 )
 from mnoted.store.reviews import REVIEWS_FILE
+from mnoted.store.settle import Settling
 from mnoted.store.sidecar import Sidecar
 from mnoted.store.spares import Spares
 from mnoted.store.staged import staged as staged_paths
@@ -120,6 +123,9 @@ OWNER_ACTOR = "owner"
 IDENTITY_SECONDS = 5.0
 """How long the person's Git identity, once read, is used before it is read again."""
 _CAS_ATTEMPTS = 5
+SETTLE_WAIT = 0.5
+"""How long a check of the disk waits for a file being written by someone else to settle
+(``store.settle``) before it leaves the file as it is: not committed, not written over."""
 TREE_CACHE_LIMIT = 16 << 20
 OBJECT_CACHE_BYTES = 16 << 20
 """What libgit2's object cache may hold in all, counted in object bytes (its default, 256 MB,
@@ -201,8 +207,15 @@ class Workspace:
         # Blob ids of work-tree files hashed since they last changed (checks and scans
         # skip re-reading them).
         self._stats = StatCache()
+        self._writers = Settling()  # which files are settled (store.settle)
+        self.unsettled: set[str] = set()
+        """The paths the last :meth:`commit_external` left alone: being written by someone
+        else (open for writing, or changed a moment ago) for longer than it waited."""
         self._filters = Filters(repo, str(self.gitdir))
         self._index_cache: tuple[object, indexstat.IndexStat] | None = None
+        # .git/index as the store last wrote or read it (its stamp), patched at each landing
+        self._index_file: tuple[object, indexfile.IndexFile] | None = None
+        self._synced: dict[str, gitindex.Entry] = {}  # entries set at landings, still pending
         self._staged_cache: tuple[object, set[str]] | None = None
         # New objects stay in memory until they land as one pack (store.packs).
         self._pack_dir = self.gitdir / "objects" / "pack"
@@ -409,6 +422,18 @@ class Workspace:
         else:
             self.refresh()
 
+    def operation(self) -> tuple[str, str] | None:
+        """The Git operation the person left under way (a merge, rebase, cherry-pick, revert,
+        bisect or patch application) and how to end it, or None.
+
+        While one is, reads go on (HEAD's version is served; a file's state on disk is not
+        committed) and commands are refused with that hint: a commit then would be moved
+        back over by the operation's abort, or built on an index the operation owns. Edits
+        saved meanwhile are committed once it has ended.
+        """
+        self._check_thread()
+        return unfinished_operation(self._repo)
+
     def refresh(self) -> bool:
         """Notice a HEAD moved by someone else (``git commit/pull/checkout``); re-index.
 
@@ -530,6 +555,18 @@ class Workspace:
         except (PathRejected, OSError):
             return False
         return st is not None and key_of(st) == key
+
+    @property
+    def settle_quiet(self) -> float:
+        """Seconds a file must have been left alone before it is committed or written over
+        (``store.settle.QUIET_NS``); a file open for writing is waited for whatever this is.
+        Set by whoever opens the workspace: a test harness that writes whole files itself
+        sets 0."""
+        return self._writers.quiet_ns / 1e9
+
+    @settle_quiet.setter
+    def settle_quiet(self, seconds: float) -> None:
+        self._writers.quiet_ns = int(seconds * 1e9)
 
     @property
     def clean_filter(self) -> Clean | None:
@@ -771,14 +808,21 @@ class Workspace:
         """Carry the parsed index over a refresh of these entries instead of parsing it again
         (~0.13 s at 100,000 files), if the refresh started from the file it was parsed from."""
         written = self._index.last_write
-        if self._index_cache is None or written is None or self._index_cache[0] != written[0]:
+        if written is not None:
+            self._carry_index(written[0], written[1], entries)
+
+    def _carry_index(
+        self, before: object, after: object, entries: dict[str, gitindex.Entry]
+    ) -> None:
+        """:meth:`_index_refreshed` of a write of the index from ``before`` to ``after``."""
+        if self._index_cache is None or self._index_cache[0] != before:
             return
         changes: dict[str, tuple[int, bytes] | None] = {}
         for path, entry in entries.items():
             changes[path] = None if entry is None else (entry[1], bytes.fromhex(entry[0]))
         index = self._index_cache[1]
         index.update(changes)
-        self._index_cache = (written[1], index)
+        self._index_cache = (after, index)
 
     def _staged(self, index: indexstat.IndexStat) -> set[str]:
         """Paths whose index entry differs from HEAD (``git add`` by the user), cached."""
@@ -853,7 +897,10 @@ class Workspace:
         self._refuse_unwritable(changes)
         group = self._group
         unchecked = [p for p in touched if group is None or p not in group.checked_paths]
-        external = self.commit_external(unchecked, include_ignored=True) if unchecked else None
+        external = None
+        if unchecked:
+            external = self.commit_external(unchecked, include_ignored=True)
+            self._refuse_unsettled()
         for _ in range(_CAS_ATTEMPTS):
             targets = plan(self._repo, self._head_tree(), changes)
             result = self._commit(meta, targets, [subject_path(c) for c in changes])
@@ -868,11 +915,24 @@ class Workspace:
                     )
                 return result
             moved_external = self.commit_external(touched, include_ignored=True)
+            self._refuse_unsettled()
             external = moved_external or external
         raise Conflict(
             "the branch kept moving while mnoted tried to commit",
             hint="Another program is committing in this workspace; try again when it is done.",
         )
+
+    def _refuse_unsettled(self) -> None:
+        """Refuse a command whose file someone is writing (:attr:`unsettled`): its bytes
+        would land on a torn version, or be replaced under the writer."""
+        if self.unsettled:
+            busy = sorted(self.unsettled)
+            raise Conflict(
+                f"{', '.join(busy)} is being written by another program (open for writing, "
+                "or changed a moment ago); nothing was written",
+                hint="Try again once it is saved: the write then applies on what was saved.",
+                path=busy[0],
+            )
 
     def commit_external(
         self,
@@ -880,12 +940,15 @@ class Workspace:
         *,
         meta: CommandMeta | None = None,
         include_ignored: bool = False,
+        wait: float = SETTLE_WAIT,
     ) -> CommitResult | None:
         """Commit what is on disk now at ``paths`` where it differs from HEAD; None if nothing.
 
         Used before every write (so no external edit is overwritten) and by the watcher.
         Unsafe paths and mnoted's own files are skipped, and so are untracked files that are
-        ignored or too large unless ``include_ignored`` (what :meth:`apply` uses).
+        ignored or too large unless ``include_ignored`` (what :meth:`apply` uses). Only
+        settled files are committed (``store.settle``): one being written by someone else is
+        waited for up to ``wait`` seconds, then left out and named in :attr:`unsettled`.
         """
         self._check_thread()
         meta = meta or CommandMeta("external.edit", actor=EXTERNAL_ACTOR)
@@ -894,8 +957,10 @@ class Workspace:
             # The disk still has these files as they were before the group; the group
             # checks them for edits made meanwhile when it writes them.
             paths = [p for p in paths if p not in group.written]
+        paths = list(paths)
+        self.unsettled = self._writers.wait_for(self.root, paths, wait) if paths else set()
         try:
-            result = self._commit_external(list(paths), meta, include_ignored)
+            result = self._commit_external(paths, meta, include_ignored)
         except OSError as exc:
             self._needs_recovery = self._group is None
             raise StorageError(
@@ -925,6 +990,7 @@ class Workspace:
                 include_ignored=include_ignored,
                 stats=self._stats,
                 filters=self._filters,
+                skip=self.unsettled,
             )
             if not targets:
                 return None
@@ -970,6 +1036,8 @@ class Workspace:
         self._check_thread()
         self._collect_index(block=True)
         entries = self._pending_entries()
+        if entries and unfinished_operation(self._repo) is not None:
+            entries = self._stale_beside_operation(entries)
         if not entries:
             return
         try:
@@ -996,6 +1064,8 @@ class Workspace:
         if self._index_job is not None or time.monotonic() < self._index_next:
             return
         entries = self._pending_entries()
+        if entries and unfinished_operation(self._repo) is not None:
+            entries = self._stale_beside_operation(entries)
         if not entries:
             return
         if self._index_thread is None:
@@ -1010,8 +1080,86 @@ class Workspace:
         return began + (time.monotonic() - began) / INDEX_SHARE
 
     def _pending_entries(self) -> dict[str, gitindex.Entry]:
-        """HEAD's entries for the paths whose Git index entry is still to be refreshed."""
-        return gitindex.entries_at(self._head_tree(), self._side.index_pending())
+        """HEAD's entries for the paths whose Git index entry is still to be refreshed
+        (those a landing set already are no longer pending)."""
+        entries = gitindex.entries_at(self._head_tree(), self._side.index_pending())
+        synced, self._synced = self._synced, {}
+        kept = self._index_file
+        if kept is None or kept[0] != indexstat.stamp(self.gitdir / "index"):
+            # Someone wrote the index since (a `git merge` writes what it read before the
+            # landing set these): they are set again.
+            synced = {}
+        done = [p for p, e in entries.items() if p in synced and synced[p] == e]
+        if done:
+            self._side.clear_index_pending(done)
+            for path in done:
+                del entries[path]
+        return entries
+
+    def _stale_beside_operation(
+        self, entries: dict[str, gitindex.Entry]
+    ) -> dict[str, gitindex.Entry]:
+        """Of the pending entries, while a merge (or the like) owns the index, those only
+        the index holds back: no conflict there, and the disk holding HEAD's version (a
+        landing that raced the merge's start; its abort refuses while the entry is stale).
+        A path the merge resolved or left in conflict is the merge's."""
+        index = self._index_stat()
+        out: dict[str, gitindex.Entry] = {}
+        for path, entry in entries.items():
+            if entry is None or path in index.unmerged:
+                continue
+            try:
+                found = disk_file(self.root, path, self._stats)
+            except PathRejected:
+                continue
+            if found is not None and found.blob == entry[0]:
+                out[path] = entry
+        return out
+
+    def _index_landed(self, paths: Iterable[str]) -> None:
+        """Set the Git index entries of the paths a landing wrote to HEAD's, before it is
+        answered: a person's ``git status`` never shows a staged reversion of it, nor does
+        their ``git commit`` commit one (``store.indexfile``). Where that cannot be done now
+        (someone's ``index.lock``, an index this patch does not handle) the paths stay
+        pending for the refresh in idle time."""
+        entries = gitindex.entries_at(self._head_tree(), dict.fromkeys(paths))
+        if not entries:
+            return
+        self._collect_index(block=False)
+        if self._index_job is not None:  # (it holds index.lock; its paths are set after it)
+            return
+        index_path = self.gitdir / "index"
+        try:
+            # (with the spares, the old index's blocks are freed off this thread)
+            held = gitlock.acquire(
+                self.gitdir, index_path, wait=0.0, sync=False, spares=self._spares
+            )
+        except (LockBusy, StorageError, OSError) as exc:
+            log.info("the Git index is refreshed later: %s", exc)
+            return
+        try:
+            before = indexstat.stamp(index_path)
+            kept = self._index_file
+            self._index_file = None
+            if kept is not None and kept[0] == before:
+                index = kept[1]
+            else:
+                index = indexfile.IndexFile.parse(index_path.read_bytes())
+            index.set(entries)
+            fd = os.open(held.lock, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                index.write(fd)
+            finally:
+                os.close(fd)
+            held.commit(sync=False)
+        except (indexstat.Unsupported, OSError, ValueError, struct.error) as exc:
+            held.release()
+            log.info("the Git index is refreshed later: %s", exc)
+            return
+        after = indexstat.stamp(index_path)
+        self._index_file = (after, index)
+        self._synced.update(entries)
+        self._carry_index(before, after, entries)
 
     def _collect_index(self, *, block: bool) -> None:
         """Take in a background refresh that ended (or wait for it with ``block``)."""
@@ -1127,6 +1275,7 @@ class Workspace:
             self.refresh()
             return None
         self._finish(*landed, lambda: self._record(staged))
+        self._index_landed(staged.paths)
         return staged.result
 
     def _record(self, staged: _Staged) -> None:
@@ -1265,7 +1414,12 @@ class Workspace:
                         self._stats,
                         self._spares,
                         self._filters,
+                        self._writers,
                     )
+                    if writes.changed or writes.unsettled():
+                        # Someone saved (or is saving) a file since it was checked: land
+                        # nothing; the command is planned again on their settled save.
+                        raise _Unsettled
                 ready, pack = pack, None  # once tried, never tried again below
                 self._put_pack(ready)
                 self._sync_landing(
@@ -1301,9 +1455,11 @@ class Workspace:
             if writes is not None:
                 writes.sync_folder_with(os.path.dirname(held.target))
             faults.point("ref-updated")
-        except BaseException:
+        except BaseException as exc:
             if writes is not None:  # the temporary files go; recovery writes the files
                 writes.close()
+            if isinstance(exc, _Unsettled):
+                return None
             raise
         self._head = last.result.commit
         return entry, writes
@@ -1369,6 +1525,7 @@ class Workspace:
                     self._stats,
                     self._spares,
                     self._filters,
+                    self._writers,
                 )
             faults.point("files-written")
             record()
@@ -1554,6 +1711,7 @@ class Workspace:
         except BaseException:
             self._side.rollback()
             raise
+        self._index_landed(path for staged in group.staged for path in staged.paths)
         _run_all(group.callbacks)
 
     def _while_landing(self, group: _Group) -> None:
@@ -1658,6 +1816,75 @@ class Workspace:
             self._user = (now, user_identity(self._repo))
         return self._user[1]
 
+    def land_commit(
+        self, commit: str, *, expect: str | None, command_id: str
+    ) -> CommitResult | None:
+        """Move the branch from ``expect`` to ``commit``, a commit already in the repository
+        (a fetched one, or a merge built from it), writing the files it changes through the
+        journal like any command: the working tree, the index and HEAD agree after it, and a
+        crash at any point lands all of it or none.
+
+        Edits on disk at the paths it would write are committed first; if that (or anyone)
+        moved HEAD from ``expect``, nothing lands and None is returned: merge again.
+        """
+        self._check_thread()
+        assert self._group is None, "land_commit runs outside a group of commands"
+        self._ready_to_write()
+        self.refresh()
+        target = self._repo[commit]
+        assert isinstance(target, pygit2.Commit)
+        old_tree = self._head_tree()
+        steps: list[FileStep] = []
+        diff = (
+            old_tree.diff_to_tree(target.tree)
+            if old_tree is not None
+            else target.tree.diff_to_tree(swap=True)
+        )
+        for delta in diff.deltas:
+            old_f, new_f = delta.old_file, delta.new_file
+            if pygit2.GIT_FILEMODE_COMMIT in (old_f.mode, new_f.mode):
+                continue  # a submodule's commit is its own repository's business
+            if old_f.path != new_f.path:
+                steps.append(FileStep(old_f.path, str(old_f.id), None, old_f.mode))
+            gone = delta.status == pygit2.GIT_DELTA_DELETED
+            steps.append(
+                FileStep(
+                    new_f.path,
+                    None if delta.status == pygit2.GIT_DELTA_ADDED else str(old_f.id),
+                    None if gone else str(new_f.id),
+                    old_f.mode if gone else new_f.mode,
+                )
+            )
+        paths = tuple(dict.fromkeys(step.path for step in steps))
+        if paths and self.commit_external(paths, include_ignored=True) is not None:
+            return None
+        if self._head != expect:
+            return None
+        staged = _Staged(
+            CommitResult(commit, command_id, expect, paths),
+            target.message,
+            tuple(steps),
+            paths,
+            None,
+            target.commit_time,
+        )
+        landed = self._land([staged])
+        if landed is None:
+            self._fresh.clear()
+            self.refresh()
+            return None
+        parent = str(target.parents[0].id) if target.parents else None
+        written = {commit: paths} if parent == expect else None
+
+        def record() -> None:
+            indexer.advance(self._repo, self._side, commit, self._branch, self._fresh, written)
+            self._side.begin()
+            self._side.mark_index_pending(list(paths))  # (whoever committed it)
+            self._side.commit()
+
+        self._finish(*landed, record)
+        return staged.result
+
     def _author(self, meta: CommandMeta) -> pygit2.Signature:
         if meta.author is not None:
             ident = meta.author
@@ -1676,6 +1903,10 @@ class Workspace:
         # a Git config, a grant's)
         name = message.signature_name(ident.name) or ident.email.partition("@")[0] or "mnoted"
         return pygit2.Signature(name, ident.email)
+
+
+class _Unsettled(Exception):
+    """A landing's file changed, or is being written, since its command checked it."""
 
 
 @dataclass(frozen=True)

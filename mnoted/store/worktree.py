@@ -24,6 +24,7 @@ from mnoted.store import dirfd, durable, faults, trees
 from mnoted.store.filters import Filters
 from mnoted.store.journal import Entry, FileStep
 from mnoted.store.paths import normalize
+from mnoted.store.settle import Settling, no_new_writer
 from mnoted.store.spares import Spare, Spares
 from mnoted.store.statcache import Key, StatCache, key_of
 
@@ -194,6 +195,7 @@ def materialize(
     stats: StatCache | None = None,
     spares: Spares | None = None,
     filters: Filters | None = None,
+    settling: Settling | None = None,
 ) -> list[str]:
     """Write the command's files where the disk still has the old content.
 
@@ -211,7 +213,7 @@ def materialize(
     diverged: list[str] = []
     for start in range(0, len(entry.files), durable.CHUNK):  # bounded open files
         chunk = entry.files[start : start + durable.CHUNK]
-        writes = FileWrites(repo, root, chunk, data_of, stats, spares, filters)
+        writes = FileWrites(repo, root, chunk, data_of, stats, spares, filters, settling)
         try:
             durable.sync_fds(writes.fds())
             diverged += writes.finish()
@@ -239,8 +241,11 @@ class FileWrites:
         stats: StatCache | None,
         spares: Spares | None = None,
         filters: Filters | None = None,
+        settling: Settling | None = None,
     ) -> None:
         self.diverged: list[str] = []
+        self.changed: list[str] = []  # diverged: holding a third version when checked
+        self._settling = settling
         self._pending: list[_Pending] = []
         self._folders = _Folders(root)
         self._also: list[str] = []  # folders synced with the files' (the branch's)
@@ -252,14 +257,29 @@ class FileWrites:
                 try:
                     pending = _prepare(repo, step, self._folders, data_of, stats, spares, filters)
                 except PathRejected:
-                    pending = False
+                    pending = None
+                    self.diverged.append(step.path)
                 if pending is False:
+                    self.changed.append(step.path)
                     self.diverged.append(step.path)
                 elif isinstance(pending, _Pending):
                     self._pending.append(pending)
         except BaseException:
             self.close()
             raise
+
+    def unsettled(self) -> list[str]:
+        """The paths whose file is not settled now (``store.settle``): open for writing
+        elsewhere, or changed a moment ago by someone else."""
+        if self._settling is None:
+            return []
+        return [
+            p.path
+            for p in self._pending
+            if p.seen is not None
+            and p.folder is not None
+            and self._settling.check(p.folder, p.name, p.path) > 0
+        ]
 
     def fds(self) -> list[int]:
         """The temporary files to sync before :meth:`finish`."""
@@ -286,26 +306,28 @@ class FileWrites:
             if p.fd is not None:
                 os.close(p.fd)
                 p.fd = None
-            if not _unchanged(p):
+            new = bool(p.tmp)
+            with self._guard(p) as replaceable:
+                done = _unchanged(p) and replaceable()
+                if done and new:
+                    done = p.put_in_place(self._spares, self._taken_back)
+                    if done:
+                        self._placed(p)
+                elif done:
+                    try:
+                        dirfd.remove(self._folders.root, p.parts, p.name)
+                    except PathRejected:  # a folder on the way is a symlink now: leave it
+                        done = False
+                    finally:
+                        self._folders.forget()
+            if not done:
                 self.diverged.append(p.path)
                 if p.tmp:
                     p.drop_temp()
                 continue
-            if p.tmp:
+            if new:
                 assert p.folder is not None
-                if not p.put_in_place(self._spares, self._taken_back):
-                    self.diverged.append(p.path)
-                    p.drop_temp()
-                    continue
                 synced.add(p.folder)
-            else:
-                try:
-                    dirfd.remove(self._folders.root, p.parts, p.name)
-                except PathRejected:  # a folder on the way is a symlink now: leave it
-                    self.diverged.append(p.path)
-                    continue
-                finally:
-                    self._folders.forget()
             faults.point("file-written")
         self._syncing = durable.start_paths(self._also, list(synced))
         self._also = []
@@ -313,6 +335,23 @@ class FileWrites:
         if wait:
             self.wait()
         return self.diverged
+
+    @staticmethod
+    def _guard(p: _Pending) -> contextlib.AbstractContextManager[Callable[[], bool]]:
+        """No writer may open ``p``'s file while it is replaced or removed."""
+        if p.seen is None or p.folder is None:
+            return contextlib.nullcontext(lambda: True)
+        return no_new_writer(p.folder, p.name)
+
+    def _placed(self, p: _Pending) -> None:
+        """Record the file just put at ``p``'s path as settled: the store's own write is not
+        waited for by the next check."""
+        if self._settling is None:
+            return
+        assert p.folder is not None
+        with contextlib.suppress(OSError):
+            st = os.stat(p.name, dir_fd=p.folder, follow_symlinks=False)
+            self._settling.settled(p.path, st)
 
     def wait(self) -> None:
         """Return once the folders :meth:`finish` changed are durable (raise if not)."""

@@ -260,3 +260,29 @@ def test_parent_swapped_for_a_symlink_during_writes(daemon: DaemonProcess) -> No
     # not even a listing may have happened out there.
     read = sorted(k for k in before if before[k][2] != after[k][2])
     assert not read, f"read (atime moved) outside the workspace: {read}"
+
+
+def test_a_folder_swapped_for_a_symlink_for_good(daemon: DaemonProcess) -> None:
+    """The pages under a folder replaced by a symlink (to a folder outside) are removed from
+    HEAD in a commit, as `git add -A` would; the link itself is never committed nor followed,
+    and `mnote status` says why it stays untracked."""
+    ws = daemon.workspace
+    outside = daemon.base / "outside"
+    (ws / "notes" / "sub" / "deep").mkdir(parents=True)
+    for name in ("a.md", "b.md", "deep/c.md"):
+        (ws / "notes" / "sub" / name).write_text(f"# {name}\n")
+    daemon.wait_idle_clean()
+    os.rename(ws / "notes" / "sub", outside)
+    os.symlink(outside, ws / "notes" / "sub")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if "notes/sub/" not in daemon.git("ls-tree", "-r", "--name-only", "HEAD"):
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(daemon.git("ls-tree", "-r", "--name-only", "HEAD"))
+    while daemon.git("status", "--porcelain") != "?? notes/\n" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert daemon.git("status", "--porcelain") == "?? notes/\n"  # the link alone
+    assert "a symbolic link" in daemon.cli("status").stdout
+    assert sorted(p.name for p in outside.rglob("*")) == ["a.md", "b.md", "c.md", "deep"]

@@ -45,6 +45,7 @@ class Harness:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.ws = Workspace.init(root)
+        self.ws.settle_quiet = 0.0  # (its files are written whole, by write_file, and closed)
         self.service = Service()
         self.service.add(self.ws)
         self.owner = Actor.owner()
@@ -53,6 +54,7 @@ class Harness:
         """A daemon restart: close everything, open the workspace and a new executor again."""
         self.ws.close()
         self.ws = Workspace.open(self.root)
+        self.ws.settle_quiet = 0.0
         self.service = Service()
         self.service.add(self.ws)
 

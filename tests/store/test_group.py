@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mnoted.errors import Conflict, StorageError
+from mnoted.errors import BaseChanged, Conflict, StorageError
 from mnoted.store import CommandMeta, Workspace, Write, faults
 from mnoted.store.message import parse_trailers
 from tests.store.conftest import assert_clean, git
@@ -176,18 +176,21 @@ def test_crash_after_landing_is_recovered_on_open(tmp_path: Path) -> None:
 def test_a_file_edited_while_the_group_is_pending_keeps_the_persons_bytes(
     ws: Workspace,
 ) -> None:
+    """A save made while a group waits to land: the group lands nothing (its commits would
+    be answered and then reverted by the save), and the runner runs its commands again one
+    at a time, each on the person's committed save."""
     ws.apply(meta(0), [Write("a.md", b"base\n")])
-    with ws.group():
+    before = head(ws.root)
+    with pytest.raises(Conflict), ws.group():
         ws.apply(meta(1), [Write("a.md", b"agent\n")])
         ws.apply(meta(2), [Write("b.md", b"b\n")])
         (ws.root / "a.md").write_bytes(b"person\n")
-    # the agent's commit is in history, the person's save wins on disk and is committed
-    assert git(ws.root, "show", "HEAD~1:a.md") == "agent\n" or "agent" in git(
-        ws.root, "log", "-p", "--format=", "--", "a.md"
-    )
+    assert head(ws.root) == before
     assert (ws.root / "a.md").read_bytes() == b"person\n"
-    assert git(ws.root, "show", "HEAD:a.md") == "person\n"
-    assert git(ws.root, "log", "-1", "--format=%an") != "hermes\n"
+    again = ws.apply(meta(1), [Write("a.md", b"person\nagent\n")])
+    assert again.external_commit is not None
+    assert git(ws.root, "show", f"{again.external_commit}:a.md") == "person\n"
+    assert (ws.root / "a.md").read_bytes() == b"person\nagent\n"
     ws.idle()
     assert_clean(ws.root)
 
@@ -196,19 +199,21 @@ def test_a_save_between_a_commands_check_and_its_commit_keeps_the_persons_bytes(
     ws: Workspace,
 ) -> None:
     """Inside a group a path is checked against the disk once: the page's load checks it,
-    the command's commit does not check it again. A save in between is caught when the
-    group writes the file, and committed after the agent's commit, as any later save."""
-    base = ws.apply(meta(0), [Write("a.md", b"base\n")])
+    the command's commit does not check it again. A save in between is caught before the
+    group lands: nothing lands, and the command run again alone finds its base changed
+    (the executor plans it again on the save)."""
+    ws.apply(meta(0), [Write("a.md", b"base\n")])
     blob = ws.blob_id("a.md")
-    with ws.group():
+    before = head(ws.root)
+    with pytest.raises(Conflict), ws.group():
         assert ws.commit_external(["a.md"]) is None  # the load's check: nothing pending
         (ws.root / "a.md").write_bytes(b"person\n")  # saved a moment later
-        agent = ws.apply(meta(1), [Write("a.md", b"agent\n", base_blob=blob)])
-    assert agent.parent == base.commit and agent.external_commit is None
-    assert git(ws.root, "show", f"{agent.commit}:a.md") == "agent\n"
-    assert (ws.root / "a.md").read_bytes() == b"person\n"
+        ws.apply(meta(1), [Write("a.md", b"agent\n", base_blob=blob)])
+    assert head(ws.root) == before
+    with pytest.raises(BaseChanged):
+        ws.apply(meta(1), [Write("a.md", b"agent\n", base_blob=blob)])
     assert git(ws.root, "show", "HEAD:a.md") == "person\n"
-    assert git(ws.root, "rev-parse", "HEAD~1").strip() == agent.commit
+    assert (ws.root / "a.md").read_bytes() == b"person\n"
     ws.idle()
     assert_clean(ws.root)
 

@@ -1,0 +1,74 @@
+"""The index file patched per entry (``store.indexfile``) reads as Git and libgit2 read it."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from mnoted.store import indexfile
+from mnoted.store.indexfile import IndexFile
+
+
+def _git(root: Path, *args: str, data: bytes | None = None) -> bytes:
+    return subprocess.run(
+        ["git", *args], cwd=root, input=data, check=True, capture_output=True
+    ).stdout
+
+
+@pytest.mark.parametrize("version", [2, 4])  # 4: `feature.manyFiles`, written back as 2
+def test_patched_entries_read_as_git_reads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: int
+) -> None:
+    monkeypatch.setattr(indexfile, "BLOCK", 4)  # many blocks for a few entries
+    _git(tmp_path, "init", "-q", ".")
+    blob = _git(tmp_path, "hash-object", "-w", "--stdin", data=b"x\n").decode().strip()
+    names = [f"d{i % 3}/s{i % 2}/n{i}.md" for i in range(40)] + ["top.md"]
+    _git(
+        tmp_path,
+        "update-index",
+        "--index-info",
+        data="".join(f"100644 {blob}\t{n}\n" for n in names).encode(),
+    )
+    _git(tmp_path, "update-index", "--index-version", str(version))
+    _git(tmp_path, "write-tree")  # (a cache-tree to keep valid)
+    index_path = tmp_path / ".git" / "index"
+    patched = IndexFile.parse(index_path.read_bytes())
+    expected = dict.fromkeys(names, blob)
+    rng = random.Random(46)
+    for round_ in range(60):
+        changes: dict[str, tuple[str, int] | None] = {}
+        for _ in range(rng.randrange(1, 4)):
+            kind = rng.random()
+            name = (
+                rng.choice(sorted(expected))
+                if expected and kind < 0.7
+                else f"d{rng.randrange(4)}/new{round_}.md"
+            )
+            if kind < 0.5:
+                data = f"v{round_}\n".encode()
+                oid = _git(tmp_path, "hash-object", "-w", "--stdin", data=data).decode().strip()
+                changes[name] = (oid, 0o100644)
+            elif kind < 0.7:
+                changes[name] = None
+            else:
+                changes[name] = (blob, 0o100644)
+        patched.set(changes)
+        for name, entry in changes.items():
+            if entry is None:
+                expected.pop(name, None)
+            else:
+                expected[name] = entry[0]
+        with open(index_path, "wb") as fh:
+            patched.write(fh.fileno())
+        fresh = IndexFile.parse(index_path.read_bytes())
+        assert fresh.serialize() == index_path.read_bytes()  # (the checksum is the file's)
+        listed = _git(tmp_path, "ls-files", "-s").decode().splitlines()
+        assert {line.split("\t")[1]: line.split()[1] for line in listed} == expected
+        assert len(pygit2.Index(str(index_path))) == len(expected)  # libgit2 checks the sum
+    tree = _git(tmp_path, "write-tree").decode().strip()  # the cache-tree was invalidated
+    listed = _git(tmp_path, "ls-tree", "-r", tree).decode().splitlines()
+    assert {line.split("\t")[1]: line.split()[2] for line in listed} == expected
