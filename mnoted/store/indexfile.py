@@ -3,7 +3,7 @@
 A commit that does not update the index leaves it holding the previous blob of each path it
 wrote: ``git status`` shows ``MM`` and a person's ``git commit`` commits the reversion. So
 every landing sets its paths' entries before it is answered. libgit2 parses and rewrites the
-whole index for that (~30-60 ms at 100,000 files); here the file's entries are kept as the
+whole index for that, a cost in proportion to the workspace; here the file's entries are kept as the
 bytes Git reads, one per path in Git's order, and a landing replaces just its entries, drops
 the cache-tree ids of the folders on their paths (as Git does), and writes the file again.
 The entries are kept in blocks of :data:`BLOCK`, joined, with the SHA-1 state after each: a
