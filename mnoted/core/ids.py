@@ -62,8 +62,8 @@ def _key(block: Block) -> tuple[str, str]:
 
 def _similarity(a: Block, b: Block) -> float:
     """How alike two blocks' texts are, 0 to 1: by characters, or by words for long texts
-    (matching characters is quadratic in the common ones: 0.2 s for two 5 KB texts, 3.9 s
-    for two 20 KB ones, as a pasted log or a long table is)."""
+    (matching characters is quadratic in the common ones, which a pasted log or a long
+    table has many of)."""
     if a.text == b.text:
         return 1.0 if a.type == b.type else 0.9
     if a.type != b.type and not (a.type in _ITEMS and b.type in _ITEMS):

@@ -285,11 +285,10 @@ def diff_line_map(old: Sequence[str], new: Sequence[str]) -> Mapping[int, int]:
 
     The lines both versions share at their start and end are mapped as they are; only
     those between are matched by ``SequenceMatcher``, which is quadratic in a page's many
-    blank lines: on the whole of a 1 MB page saved in an editor it took 10 s. Where more
-    than :data:`_EXACT_LINES` lines changed (a long page rewritten or reordered: 18 s for
-    the 1 MB page's paragraphs shuffled), lines found in more than 1% of them (blank ones)
-    do not start a match (difflib's ``autojunk``: 69 ms, and 395 of the 420 kept lines
-    that are not blank still found).
+    blank lines, so matching whole pages would cost seconds on a large one. Where more
+    than :data:`_EXACT_LINES` lines changed (a long page rewritten or reordered), lines
+    found in more than 1% of them (blank ones) do not start a match (difflib's
+    ``autojunk``): linear enough, and nearly every line that is not blank is still found.
     """
     head, tail = shared_ends(old, new)
     middle: dict[int, int] = {}

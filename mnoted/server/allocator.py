@@ -4,15 +4,14 @@ glibc's ``malloc`` serves a request of 128 KB or more with a mapping of its own,
 the system when freed, but raises that threshold to the size of each such buffer freed (up
 to 32 MB), and the heap's trim threshold to twice that. The daemon's pack merges make
 buffers of several MB on their thread; once one is freed, the next ones come from that
-thread's heap, which keeps the space: the daemon held ~15 MB more after 12,000 writes, for
-good (``docs/performance.md``, *Daemon: memory*). Fixed thresholds keep every buffer over
-8 MiB in a mapping of its own, while a 1 MB page's text and its parse (2-4 MB strings)
-stay on the heap as before: measured in turns, writes of 10 KB and 1 MB pages took as long
-either way.
+thread's heap, which keeps the space for good. Fixed thresholds keep every buffer over 8 MiB
+in a mapping of its own, while a 1 MB page's text and its parse (strings of a few MB) stay
+on the heap: a lower threshold would map and fault them in afresh at each write of a large
+page (``bench/turns.py --page big.md`` compares).
 
 What glibc frees inside its heaps it keeps, page by page, as long as something allocated
-later lies above it: after 6,000-24,000 writes the daemon's heaps held 30-48 MB free
-(``mallinfo2``). :func:`give_back` hands those pages back once writes stopped for a while.
+later lies above it (``mallinfo2`` counts it; ``bench/memory.py --idle`` shows the heap with
+it given back). :func:`give_back` hands those pages back once writes stopped for a while.
 """
 
 from __future__ import annotations
@@ -47,8 +46,7 @@ def fix_thresholds() -> bool:
 def give_back() -> bool:
     """Hand the free pages inside the C heaps back to the system (glibc's ``malloc_trim``);
     False where there is no such call. The daemon calls it after the maintenance that
-    follows a stretch of writes: 15 MB of a 125-134 MB heap after 6,000-9,000 writes, in
-    1.6-1.8 ms (``docs/performance.md``, *Daemon: memory*)."""
+    follows a stretch of writes, when nobody waits for it."""
     trim = _malloc_trim()
     return trim is not None and bool(trim(0))
 

@@ -548,9 +548,8 @@ async def _answer(future: Future[bytes], limit: float) -> bytes:
     """The result of a call running on a workspace's thread, or TimeoutError after ``limit``
     seconds (the call goes on; so it does if the awaiting task is cancelled).
 
-    One future set from that thread: ``wait_for(shield(wrap_future(...)))`` took four turns
-    of the event loop to wake the request (0.21 ms from the answer to the response on this
-    project's machine), this takes two."""
+    One future set from that thread wakes the request in two turns of the event loop
+    (``wait_for(shield(wrap_future(...)))`` would take four)."""
     loop = asyncio.get_running_loop()
     waiter: asyncio.Future[bytes] = loop.create_future()
 

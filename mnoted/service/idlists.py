@@ -1,17 +1,17 @@
 """A page's block ids at each blob, kept in the sidecar; a long page's as changes.
 
-A short page's list is kept whole under its blob (``blockids``/<blob>, one id per line).
-Kept whole at every version, a long page's list (13,000 ids and 121 KB for a 1 MB page)
-grew the sidecar by as much per write, for ever, and took 0.45 ms of each write to store.
-A long page's list is kept in a record of its own (``idlist``/<key>, the blob's entry
-holding ``@<key>``): the whole list, or its change from the record of the document's
-previous version (how many ids it keeps from that list's start and from its end, and the
-ids between). A record's key is random and a record is never rewritten, so a change always
-rests on the list it was made from, whatever later happens to the blob that list was kept
-for (its entry is rewritten when its content comes back after other edits). A whole list
-every 32 records bounds what is read to rebuild an old version's list; a record that cannot
-be read or does not add up is as good as missing, and the ids are carried over again. A
-content that comes back with the ids it had (an edit undone) adds no record.
+A short page's list is kept whole under its blob (``blockids``/<blob>, one id per line). Kept
+whole at every version, a long page's list (an id per block) would grow the sidecar by as much
+per write, for ever, and cost each write the time to store it. A long page's list is kept in a
+record of its own (``idlist``/<key>, the blob's entry holding ``@<key>``): the whole list, or
+its change from the record of the document's previous version (how many ids it keeps from that
+list's start and from its end, and the ids between). A record's key is random and a record is
+never rewritten, so a change always rests on the list it was made from, whatever later happens
+to the blob that list was kept for (its entry is rewritten when its content comes back after
+other edits). A whole list every 32 records bounds what is read to rebuild an old version's
+list; a record that cannot be read or does not add up is as good as missing, and the ids are
+carried over again. A content that comes back with the ids it had (an edit undone) adds no
+record.
 """
 
 from __future__ import annotations

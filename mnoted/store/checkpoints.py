@@ -1,14 +1,13 @@
 """Checkpoints of the state databases' write-ahead logs, on a thread of their own.
 
 SQLite in WAL mode copies the log back into the database once it holds 1,000 pages, in the
-``COMMIT`` that crosses that line, and syncs both files there: every 70 writes or so, one
-write's ``COMMIT`` took 4-5 ms instead of 0.1 (the p99 of a 10 KB write rose by 1 ms, and
-each database cost 0.1 ms a write on average). The daemon's writers now leave it to this
-thread, which checkpoints each database whose log changed, every half second, from a
-connection of its own (``PASSIVE``: it never waits for the writer, nor the writer for it).
-The writers keep SQLite's own checkpoint, at :data:`BACKSTOP_PAGES`, for a log this thread
-does not keep up with: under writes that never pause, a log is only started over after a
-checkpoint that caught up with every write.
+``COMMIT`` that crosses that line, and syncs both files there: that write's ``COMMIT`` pays for
+a checkpoint and two syncs, and the write's latency with it. The daemon's writers leave it to
+this thread, which checkpoints each database whose log changed, every half second, from a
+connection of its own (``PASSIVE``: it never waits for the writer, nor the writer for it). The
+writers keep SQLite's own checkpoint, at :data:`BACKSTOP_PAGES`, for a log this thread does not
+keep up with: under writes that never pause, a log is only started over after a checkpoint that
+caught up with every write.
 """
 
 from __future__ import annotations

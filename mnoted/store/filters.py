@@ -47,8 +47,8 @@ class Filters:
     """Which paths go through a clean filter, and the blob Git makes of their bytes.
 
     The drivers are read from Git's config again when one of its files changed: checked on
-    every ``fresh`` question (a write, a commit from the disk, once for all its files: ~10 µs
-    of ``stat`` calls), at most once a second for the others (reads, where a second late
+    every ``fresh`` question (a write, a commit from the disk, once for all its files: a few
+    ``stat`` calls), at most once a second for the others (reads, where a second late
     only serves or hides a page a moment longer). Where no driver is configured (most
     workspaces) nothing more is asked.
     """
@@ -118,7 +118,7 @@ class Filters:
         """What Git stores for bytes mnoted writes at ``rel`` (never a path a driver filters:
         :meth:`refuse`): ``data`` through libgit2's line-ending and ident filters. Only bytes
         those could change are filtered: with a CR, or with a ``$`` where ``ident`` is set
-        (a search for ``$Id`` itself took 0.7 ms in a 1 MB page; ``memchr`` 0.01 ms)."""
+        (a byte is found by ``memchr``, far cheaper than a search for ``$Id`` itself)."""
         if b"\r" in data or (b"$" in data and self._repo.get_attr(rel, "ident") is True):
             return self.clean(rel, data, fresh=False)
         return data

@@ -1,12 +1,12 @@
 """Keep Git's index in step with HEAD for the paths the store committed.
 
-Rewriting the index costs 60-100 ms at 100,000 files, so it is kept off the acknowledged
-path: commits record their paths as *pending*, and :meth:`GitIndex.refresh` (when the daemon
-is idle or once a second under load, on a thread of its own; on close and on recovery) sets
-exactly those entries to HEAD's blobs. The index lock
-is taken with an ownership token (:mod:`mnoted.store.gitlock`); the new index is written by
-libgit2 to a private file first and renamed over ``.git/index`` while the lock is held.
-Entries written here carry no stat data, so ``git status`` re-hashes just those files once.
+Rewriting the whole index costs in proportion to the workspace, so it is kept off the
+acknowledged path: commits record their paths as *pending*, and :meth:`GitIndex.refresh` (when
+the daemon is idle or once a second under load, on a thread of its own; on close and on
+recovery) sets exactly those entries to HEAD's blobs. The index lock is taken with an ownership
+token (:mod:`mnoted.store.gitlock`); the new index is written by libgit2 to a private file first
+and renamed over ``.git/index`` while the lock is held. Entries written here carry no stat data,
+so ``git status`` re-hashes just those files once.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ Entry = tuple[str, int] | None
 class GitIndex:
     """Refreshes index entries; keeps the last index it wrote parsed in memory.
 
-    Parsing a 100,000-entry index costs ~60 ms; as long as ``.git/index`` is still the file
+    Parsing a large index is costly; as long as ``.git/index`` is still the file
     this object wrote (the same ``indexstat.stamp``), the parsed copy is reused.
     """
 

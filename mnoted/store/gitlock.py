@@ -53,8 +53,8 @@ class HeldLock:
         folder (together with other folders, in one wait).
 
         A rename over a file frees the old one's blocks, which on some file systems is the
-        slowest step of a write (ext4 mounted with ``discard``: 0.07-0.14 ms, waiting for
-        the disk). With :attr:`spares`, the old file is first given a second name, so the
+        slowest step of a write (ext4 mounted with ``discard`` waits for the disk there).
+        With :attr:`spares`, the old file is first given a second name, so the
         rename only unlinks a name, and the spares' thread removes it.
         """
         spares = self.spares

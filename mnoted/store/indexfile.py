@@ -3,7 +3,7 @@
 A commit that does not update the index leaves it holding the previous blob of each path it
 wrote: ``git status`` shows ``MM`` and a person's ``git commit`` commits the reversion. So
 every landing sets its paths' entries before it is answered. libgit2 parses and rewrites the
-whole index for that (~30-60 ms at 100,000 files); here the file's entries are kept as the
+whole index for that, a cost in proportion to the workspace; here the file's entries are kept as the
 bytes Git reads, one per path in Git's order, and a landing replaces just its entries, drops
 the cache-tree ids of the folders on their paths (as Git does), and writes the file again.
 The entries are kept in blocks of :data:`BLOCK`, joined, with the SHA-1 state after each: a
@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mnoted.store.indexstat import Unsupported
+from mnoted.store.indexstat import Unsupported, read_varint
 
 _HEADER = struct.Struct(">4sII")
 _ENTRY = struct.Struct(">10I20sH")  # ctime s ns, mtime s ns, dev, ino, mode, uid, gid, size
@@ -96,7 +96,7 @@ class IndexFile:
             pos = off + _FIXED + (2 if flags & _EXTENDED else 0)
             extended_seen = extended_seen or bool(flags & _EXTENDED)
             if version == 4:  # (names shortened by the one before: written out in full)
-                strip, start = _varint(data, pos)
+                strip, start = read_varint(data, pos)
                 end = data.index(b"\0", start)
                 name = previous[: len(previous) - strip] + data[start:end]
                 previous = name
@@ -232,18 +232,6 @@ class IndexFile:
             )
             tree = b"TREE" + struct.pack(">I", len(body)) + body
         return tree + self._kept
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """Git's offset varint (index version 4's name compression)."""
-    byte = data[pos]
-    pos += 1
-    value = byte & 0x7F
-    while byte & 0x80:
-        byte = data[pos]
-        pos += 1
-        value = ((value + 1) << 7) | (byte & 0x7F)
-    return value, pos
 
 
 def _ancestors(name: bytes) -> list[bytes]:

@@ -151,7 +151,7 @@ def parse(data: bytes, mtime_ns: int) -> IndexStat:
             (extended,) = struct.unpack_from(">H", data, pos)
             pos += 2
         if v4:
-            strip, pos = _varint(data, pos)
+            strip, pos = read_varint(data, pos)
             end = data.index(b"\0", pos)
             name = previous[: len(previous) - strip] + data[pos:end]
             previous = name
@@ -233,7 +233,7 @@ def children(index: IndexStat, folder: str) -> tuple[dict[str, Entry], set[str]]
     return files, folders
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
+def read_varint(data: bytes, pos: int) -> tuple[int, int]:
     """Git's offset varint (index v4 path compression)."""
     byte = data[pos]
     pos += 1

@@ -68,16 +68,15 @@ class Entry:
 class Journal:
     r"""The journal file in the state folder, kept open and overwritten in place.
 
-    A record is ``v2 <length> <sha256>\n<body>`` written at offset 0 with one ``pwrite``
-    and synced with the landing's other files (no temp file, no folder sync). The file is
-    never truncated on the way (bytes of a longer earlier record may follow the body): an
-    overwrite in place frees and allocates no block, so its sync writes the data only, and
-    the two truncations a command used to cost are gone. A record torn by a crash fails
-    its checksum and reads as "no journal" (a torn write means the command had not yet
-    moved the branch). Clearing overwrites the whole header without syncing, so that no torn
+    A record is ``v2 <length> <sha256>\n<body>`` written at offset 0 with one ``pwrite`` and
+    synced with the landing's other files (no temp file, no folder sync). The file is never
+    truncated on the way (bytes of a longer earlier record may follow the body): an overwrite in
+    place frees and allocates no block, so its sync writes the data only. A record torn by a
+    crash fails its checksum and reads as "no journal" (a torn write means the command had not
+    yet moved the branch). Clearing overwrites the whole header without syncing, so that no torn
     write of a later header can bring the cleared record back; a clear lost to a power cut
-    brings back only the newest record, whose commit recovery then finds already landed.
-    A file left by a version that wrote ``<sha256>\n<body>`` (and truncated) is still read.
+    brings back only the newest record, whose commit recovery then finds already landed. A file
+    left by a version that wrote ``<sha256>\n<body>`` (and truncated) is still read.
     """
 
     _SHRINK_OVER = 1 << 20  # a clear truncates a file grown past this by a large group

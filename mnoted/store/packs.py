@@ -1,14 +1,14 @@
 """A landing's objects written as one pack file instead of one loose file per object.
 
-libgit2 writes every object as a loose file: deflated, written to a temporary file and
-renamed, ~1.4 ms for the blob, trees and commit of one command on this kind of machine, and
-each such file then needs its own fsync. Instead the store's repository writes new objects
-into :class:`Staging`, an in-memory object database backend that libgit2 also reads (the
-next staged commit of a group builds its trees on the pending one). When the commands land,
-:func:`write_pack` puts everything staged into one pack and its index (Git's formats,
-version 2), made durable with one wait for both files and one for the folder, and
-:func:`merge_packs` later folds those small packs together by copying their entries, so the
-number of packs a lookup searches stays small while the daemon writes without pause.
+libgit2 writes every object as a loose file: deflated, written to a temporary file and renamed,
+four files for the blob, trees and commit of one command, and each such file then needs its own
+fsync. Instead the store's repository writes new objects into :class:`Staging`, an in-memory
+object database backend that libgit2 also reads (the next staged commit of a group builds its
+trees on the pending one). When the commands land, :func:`write_pack` puts everything staged
+into one pack and its index (Git's formats, version 2), made durable with one wait for both
+files and one for the folder, and :func:`merge_packs` later folds those small packs together by
+copying their entries, so the number of packs a lookup searches stays small while the daemon
+writes without pause.
 
 A pack becomes visible to Git only with its index: both are written under temporary names,
 fsynced, then the pack and last the index are renamed into place and the folder synced. A
@@ -42,9 +42,9 @@ from mnoted.store.atomic import fsync_dir, in_folder, make_git_folders
 from mnoted.store.spares import Spare, Spares
 
 STORED_FROM = 64 * 1024
-"""Objects at least this large are stored in the pack undeflated (zlib level 0): libgit2's
-level-1 deflate of a 1 MB page took ~20 ms, more than the rest of the edit. The maintenance
-thread recompresses them when it repacks."""
+"""Objects at least this large are stored in the pack undeflated (zlib level 0): deflating a
+large page costs more than the rest of its edit. The maintenance thread recompresses them when
+it repacks."""
 
 TMP_PACK = "tmp_pack_mnote_"
 TMP_IDX = "tmp_idx_mnote_"
@@ -93,9 +93,9 @@ class Staging(pygit2.OdbBackend):
         tree readable here.
 
         The next command's base is that tree, and its commit names that commit as its
-        parent (which libgit2 reads, to check it): looked up in the repository, they were
-        searched for in every pack, missed in the new one, and found after a rescan of the
-        pack folder, once a write (one agent's writes back to back were 4% slower).
+        parent (which libgit2 reads, to check it): looked up in the repository, they would
+        be searched for in every pack, missed in the new one, and found after a rescan of
+        the pack folder, once a write.
         """
         if keep is not None and (commit := self._objects.get(keep)) is not None:
             tree = pygit2.Oid(hex=commit[1][5:45].decode("ascii"))  # (b"tree <id>\n...")
@@ -156,11 +156,11 @@ class WriteThrough(Staging):
     writes there (a commit's trees, the commit) is staged at once; what it reads there is
     staged, or read from ``reader``'s object database.
 
-    Written through the repository's own object database, each new object cost a search of
+    Written through the repository's own object database, each new object would cost a search of
     every pack, and then, not found, a reading of the pack folder again (libgit2's
-    ``git_odb_refresh``): 2.2-2.6 µs per pack, 0.17 ms per object with 64 packs, four objects a
-    command (``docs/performance.md``). Here an object not staged is written, even one some
-    pack holds already; merging packs keeps one copy.
+    ``git_odb_refresh``): a cost per pack, four objects a command (``bench/objects.py``). Here
+    an object not staged is written, even one some pack holds already; merging packs keeps one
+    copy.
     """
 
     def __init__(self, staging: Staging, reader: pygit2.Repository) -> None:
@@ -447,10 +447,9 @@ def retire(pack_dir: Path, names: Iterable[str]) -> None:
 
     They are not deleted yet: the writer's repository still has them open, and ext4 frees a
     deleted file when its last reference goes. For merged packs that was the writer's own
-    object database, dropped when it takes the merge in: 6-7 ms for 16 small packs on this
-    project's machine, a stall of one command in every 16 landings. Files still linked
-    here are only closed then (0.13 ms); :func:`drop_retired` frees them after, on the merge
-    thread.
+    object database, dropped when it takes the merge in: freeing them there would stall one
+    command in every 16 landings. Files still linked here are only closed then;
+    :func:`drop_retired` frees them after, on the merge thread.
     """
     retired = retired_dir(pack_dir)
     make_git_folders(retired)

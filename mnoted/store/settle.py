@@ -37,7 +37,7 @@ from mnoted.store.statcache import Key, key_of
 QUIET_NS = 100_000_000
 """How long a file must have been left alone before it is committed or written over. The
 gap between an editor's writes is a few milliseconds; file times come from the kernel's
-coarse clock (a tick of 4 ms late at most)."""
+coarse clock, a tick late at most, and the quiet time is many ticks."""
 POLL_SECONDS = 0.005
 """How often a file held open for writing is looked at again while waited for."""
 LIMIT = 10_000

@@ -75,8 +75,8 @@ _IdempotencyRow = tuple[str, str | None, str, str, str | None]
 @dataclass
 class _Later:
     """Rows written inside a transaction, kept until it commits: a group of commands then
-    writes each table in one statement, not one per command (each statement cost 30-100 us
-    under load, 15 of them per write).
+    writes each table in one statement, not one per command (a statement's fixed cost,
+    paid per row, would dominate a group's bookkeeping).
 
     The change log, commands and index marks are only appended to and read by queries that
     write them out first; meta values and new idempotency records are read from here. They

@@ -1,20 +1,19 @@
 """Empty files made ahead of need, on a thread of their own, for the writer to fill.
 
-Every write creates new files: the page's new version, the pack and its index, the
-branch's lock token. Creating a file is the slowest step of a write on a file system that
-has freed many inodes lately (ext4 checks the free inodes it passes when it allocates):
-0.12-1.2 ms each on this project's machine (``docs/store.md``), against ~0.01 ms to write
-10 KB into a file already open. A :class:`Spares` keeps a stock of empty files, open, in one
-folder (in the state folder, in the Git directory: not watched), and refills it on its own thread
-after each landing, while the writer runs the next commands. The writer writes into a
-spare, syncs it and renames it to its place: a rename across folders of one file system is
-as atomic as one inside a folder.
+Every write creates new files: the page's new version, the pack and its index, the branch's lock
+token. Creating a file is the slowest step of a write on a file system that has freed many
+inodes lately (ext4 checks the free inodes it passes when it allocates), far slower than writing
+a page into a file already open. A :class:`Spares` keeps a stock of empty files, open, in one
+folder (in the state folder, in the Git directory: not watched), and refills it on its own
+thread after each landing, while the writer runs the next commands. The writer writes into a
+spare, syncs it and renames it to its place: a rename across folders of one file system is as
+atomic as one inside a folder.
 
 A page's file that a write replaces is taken back as a spare rather than freed: the new
 file is *exchanged* with the old one (``renameat2(RENAME_EXCHANGE)``), which leaves the old
-one at the spare's name, and the next write overwrites it. On ext4 an exchange costs about
-a seventh of a rename over a file (the old file's blocks are not freed) and the overwrite's
-fsync about half a new file's (no blocks to allocate): ``docs/performance-log.md``.
+one at the spare's name, and the next write overwrites it. On ext4 an exchange is cheaper
+than a rename over a file (the old file's blocks are not freed) and the overwrite's fsync
+cheaper than a new file's (no blocks to allocate); ``bench/exchange.py`` times both.
 A file is only taken back when reusing it cannot be told from a new file by anyone:
 
 - mnoted put it in place itself and nobody changed it since (its ctime is the one recorded
@@ -161,8 +160,8 @@ class Spares:
         """Make spares up to the stock, on the spares' thread (started the first time).
 
         The writer calls it after a landing, not as it takes spares: files created while
-        the landing renamed and synced its own made one agent's writes 10-14% slower
-        (``docs/store.md``, *Spare files*).
+        the landing renames and syncs its own would compete with it for the disk and the
+        file system's locks (``docs/store.md``, *Spare files*).
         """
         if self._thread is None:
             self._thread = threading.Thread(target=self._fill, name="mnoted-spares", daemon=True)

@@ -1,7 +1,7 @@
 """Paths whose index entry differs from HEAD (``git add`` by the user), without a full diff.
 
-libgit2's ``index.diff_to_tree`` compares every entry (with its own parse of the index:
-~0.14 s at 100,000 files). The index's cache-tree extension names, for each folder whose
+libgit2's ``index.diff_to_tree`` compares every entry (with its own parse of the index),
+a cost in proportion to the workspace. The index's cache-tree extension names, for each folder whose
 entries did not change since, the tree those entries amount to; a folder whose id there is
 HEAD's holds nothing staged and is skipped whole, as Git does. Only the folders on the
 paths written since (mnoted's index refreshes invalidate just those) are compared entry

@@ -12,10 +12,10 @@ until it has been quiet for a tick.
 A large file read again before it was quiet (an agent editing the same 1 MB page back to
 back: each write checks a file the previous one wrote a moment ago) is compared with the
 bytes last seen at its path instead of being hashed again: the comparison is exact and
-about twenty times cheaper than SHA-1.
+far cheaper than SHA-1.
 
 The tick is the resolution of the kernel's coarse clock, which file timestamps are taken
-from (4 ms with HZ=250), counted twice; 20 ms where that clock is unknown. A file whose
+from (1/HZ), counted twice; 20 ms where that clock is unknown. A file whose
 times have no sub-second part lives on a file system with one- or two-second timestamps
 and gets two seconds.
 """

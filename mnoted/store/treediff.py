@@ -1,11 +1,11 @@
 """Tree-to-tree diff that skips identical subtrees, with rename detection.
 
-libgit2's ``diff_to_tree`` walks every entry of both trees (95 ms per commit at 100,000
-files), so replaying one commit would cost as much as the workspace is big. Here subtrees
-with the same id are skipped, making a commit's diff as cheap as its change. Renames are
-found like Git finds them: first exact (same blob), then by content similarity of at least
-50% ("bytes of lines the new file shares with the old" over the larger size), pairing the
-best scores first; ties are broken by path so the result is deterministic.
+libgit2's ``diff_to_tree`` walks every entry of both trees, so replaying one commit would cost
+as much as the workspace is big. Here subtrees with the same id are skipped, making a commit's
+diff as cheap as its change. Renames are found like Git finds them: first exact (same blob),
+then by content similarity of at least 50% ("bytes of lines the new file shares with the old"
+over the larger size), pairing the best scores first; ties are broken by path so the result is
+deterministic.
 """
 
 from __future__ import annotations

@@ -4,10 +4,8 @@ The thread pool of :mod:`mnoted.store.durable` syncs files concurrently, but eac
 Python task: a worker woken, the GIL taken to call ``fsync`` and again to hand its result
 back, the waiter woken, while the writer's thread wants the GIL for the next command. Here
 one system call submits every ``fsync`` of a wait and the kernel runs them on its own
-workers. Five files synced at once, alone, took as long either way on this project's
-machine, with less CPU (0.42-0.46 ms against 0.49-0.52) and fewer context switches (24
-against 28); one agent's writes through the daemon were 3-4% faster
-(``docs/performance-log.md``).
+workers: the same disk work with less CPU and fewer context switches, and no thread
+handing a result back through the GIL (compare with ``bench/turns.py``).
 
 The rings are read and written from Python through ``mmap``: x86-64 only, whose ordering of
 memory accesses needs no barrier the language cannot give (elsewhere, and where the kernel

@@ -130,16 +130,15 @@ TREE_CACHE_LIMIT = 16 << 20
 OBJECT_CACHE_BYTES = 16 << 20
 """What libgit2's object cache may hold in all, counted in object bytes (its default, 256 MB,
 is reached by a daemon that writes: every write makes new trees, each cached when read, and
-a cached tree takes about three times its size in memory). HEAD's trees of 100,000 notes
-take ~5 MB of it."""
+a cached tree takes about three times its size in memory). HEAD's trees of a large
+workspace fit in it."""
 INDEX_SHARE = 0.05
 """The most of the time background refreshes of the Git index may take while commands keep
 coming: after one that took ``t`` seconds, the next starts no sooner than ``t / INDEX_SHARE``
-seconds after it began. Git's index is rewritten whole (~45-90 ms at 100,000 files), and the
-writer starts a refresh whenever it has waited 50 ms for a command: an agent writing every
-60 ms there had the index rewritten after each write, two thirds of the time (348
-refreshes in 24 s), and its writes took 7.5 ms; 29 refreshes and 5.2 ms with this bound
-(`docs/performance.md`, *Daemon: agent writes*)."""
+seconds after it began. Git's index is rewritten whole, and the writer starts a refresh
+whenever it has waited a moment for a command: without this bound, an agent writing just
+slower than that would have the whole index rewritten after each of its writes, in a large
+workspace most of the time (``docs/store.md``, *The Git index*)."""
 PACKS_PER_LEVEL = 16
 """The store's own packs are merged by sixteen: sixteen landings' packs into one, sixteen of
 those into one, ... so a daemon that never idles keeps a few dozen packs, not thousands."""
@@ -322,9 +321,8 @@ class Workspace:
             state = state_dir(root)
             # The store syncs what it writes itself, many objects at once (store.durable).
             pygit2.settings.enable_fsync_gitdir(False)
-            # libgit2 caches no tree over 4 KB by default: every path looked up in a folder
-            # of 2,500 notes parsed that folder's tree again (an index refresh of 100,000
-            # paths took 134 s instead of 5).
+            # libgit2 caches no tree over 4 KB by default: every path looked up in a large
+            # folder would parse that folder's tree again.
             pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.TREE, TREE_CACHE_LIMIT)
             pygit2.settings.cache_max_size(OBJECT_CACHE_BYTES)
             gitlock.recover(root / ".git")
@@ -448,8 +446,8 @@ class Workspace:
         if stamp == self._ref_stamp:
             return False
         # Kept only once HEAD reads as a branch: a detached HEAD is refused on every call
-        # until a branch is back (kept before, the next call saw nothing new and committed
-        # on the old branch under a HEAD that was not on it).
+        # until a branch is back (a stamp kept for it would let the next call see nothing
+        # new and commit on the old branch under a HEAD that is not on it).
         branch = refs.current_branch(self.gitdir)
         head = refs.read_ref(self.gitdir, branch)
         self._ref_stamp = stamp  # taken before reading: a change after it is seen next time
@@ -805,8 +803,9 @@ class Workspace:
         return self._index_cache[1]
 
     def _index_refreshed(self, entries: dict[str, gitindex.Entry]) -> None:
-        """Carry the parsed index over a refresh of these entries instead of parsing it again
-        (~0.13 s at 100,000 files), if the refresh started from the file it was parsed from."""
+        """Carry the parsed index over a refresh of these entries instead of parsing it again (a
+        cost in proportion to the workspace), if the refresh started from the file it was parsed
+        from."""
         written = self._index.last_write
         if written is not None:
             self._carry_index(written[0], written[1], entries)
@@ -1051,12 +1050,12 @@ class Workspace:
     def refresh_index_soon(self) -> None:
         """Start :meth:`flush_index` on a thread of its own and return at once.
 
-        The daemon's writer uses it: rewriting the index takes ~60-100 ms at 100,000
-        files (libgit2 writes it without holding the GIL), and a write that arrived meanwhile
-        waited for it. A ``index.lock`` held by someone else is not waited for. What it did
-        is taken into account by the next call of either (the paths it set stay pending
-        until then, and those committed again since stay pending after). Called again too
-        soon after the last one (:data:`INDEX_SHARE`), it does nothing: the writer's idle
+        The daemon's writer uses it: rewriting the index costs in proportion to the workspace
+        (libgit2 writes it without holding the GIL), and on the writer's thread a write arriving
+        meanwhile would wait for it. A ``index.lock`` held by someone else is not waited for.
+        What it did is taken into account by the next call of either (the paths it set stay
+        pending until then, and those committed again since stay pending after). Called again
+        too soon after the last one (:data:`INDEX_SHARE`), it does nothing: the writer's idle
         loop calls it again a second later.
         """
         self._check_thread()
@@ -1351,8 +1350,8 @@ class Workspace:
         )
 
     def _write_blob(self, data: bytes) -> pygit2.Oid:
-        """Stage a blob, hashed by OpenSSL's SHA-1 (libgit2's collision-detecting SHA-1 took
-        ~4 ms for a 1 MB page, 3x longer), even if a pack has it (``packs.WriteThrough``)."""
+        """Stage a blob, hashed by OpenSSL's SHA-1 (cheaper than libgit2's collision-detecting
+        one), even if a pack has it (``packs.WriteThrough``)."""
         oid = pygit2.Oid(hex=blob_id(data))
         self._staging.add(oid, pygit2.GIT_OBJECT_BLOB, data)
         return oid
@@ -1595,7 +1594,7 @@ class Workspace:
         Skipped while :meth:`maintenance` runs (it merges packs itself); a failure only leaves
         more packs, so it is logged, never raised to the commands that already landed.
         A merge that ended is taken in by :meth:`upkeep` (the repository's objects are
-        opened again then: ~3 ms, after the answers), or here when a level is full.
+        opened again then, after the answers), or here when a level is full.
         """
         while True:
             level = next((i for i, names in enumerate(self._levels) if len(names) >= at), None)

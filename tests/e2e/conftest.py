@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -130,6 +132,44 @@ class DaemonProcess:
                 return
             time.sleep(0.1)
         raise AssertionError(f"not clean when idle:\n{self.git('status', '--porcelain')[:2000]}")
+
+
+def listen_events(
+    daemon: DaemonProcess, token: str, events: list[dict], want: int, timeout: float = 20
+) -> threading.Thread:
+    """Read ``/v1/events`` with ``token`` on a thread until ``want`` distinct events are in
+    ``events`` (or the stream ends); returns once the stream said it is connected."""
+    ready = threading.Event()
+
+    def listen() -> None:
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(str(daemon.socket))
+        s.settimeout(timeout)
+        s.sendall(
+            f"GET /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n".encode()
+        )
+        buf = b""
+        try:
+            while len(events) < want:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                buf += chunk
+                if b": connected" in buf:
+                    ready.set()
+                for line in buf.split(b"\n"):
+                    if line.startswith(b"data: "):
+                        event = json.loads(line[6:])
+                        if event not in events:
+                            events.append(event)
+        finally:
+            ready.set()
+            s.close()
+
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    assert ready.wait(timeout)
+    return thread
 
 
 def fsck(root: Path) -> subprocess.CompletedProcess[str]:

@@ -8,10 +8,9 @@ import os
 import socket
 import stat
 import subprocess
-import threading
 import time
 
-from tests.e2e.conftest import DaemonProcess
+from tests.e2e.conftest import DaemonProcess, listen_events
 
 
 def envelope(tool: str, **fields) -> dict:
@@ -133,36 +132,7 @@ def test_manifest_for_an_agent(daemon: DaemonProcess) -> None:
 
 def test_events_stream_reports_commits_and_external_edits(daemon: DaemonProcess) -> None:
     events: list[dict] = []
-    ready = threading.Event()
-
-    def listen() -> None:
-        s = socket.socket(socket.AF_UNIX)
-        s.connect(str(daemon.socket))
-        s.settimeout(10)
-        token = daemon.owner_token()
-        s.sendall(
-            f"GET /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n".encode()
-        )
-        buf = b""
-        try:
-            while len(events) < 2:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                buf += chunk
-                if b": connected" in buf:
-                    ready.set()
-                for line in buf.split(b"\n"):
-                    if line.startswith(b"data: "):
-                        event = json.loads(line[6:])
-                        if event not in events:
-                            events.append(event)
-        finally:
-            s.close()
-
-    thread = threading.Thread(target=listen, daemon=True)
-    thread.start()
-    assert ready.wait(10)
+    thread = listen_events(daemon, daemon.owner_token(), events, want=2)
     _, resp = daemon.client().request(
         "POST",
         "/v1/tools/call",

@@ -5,11 +5,9 @@ from __future__ import annotations
 import json
 import os
 import random
-import socket
-import threading
 import time
 
-from tests.e2e.conftest import DaemonProcess
+from tests.e2e.conftest import DaemonProcess, listen_events
 
 
 def envelope(tool: str, **fields: object) -> dict[str, object]:
@@ -55,35 +53,7 @@ def test_stream_ids_leave_no_gap_for_hidden_events_and_revocation_ends_listings(
 ) -> None:
     token, token_id = _token(daemon, "notes/**")
     events: list[dict[str, object]] = []
-    ready = threading.Event()
-
-    def listen() -> None:
-        s = socket.socket(socket.AF_UNIX)
-        s.connect(str(daemon.socket))
-        s.settimeout(20)
-        s.sendall(
-            f"GET /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n".encode()
-        )
-        buf = b""
-        try:
-            while len(events) < 2:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                buf += chunk
-                if b": connected" in buf:
-                    ready.set()
-                for line in buf.split(b"\n"):
-                    if line.startswith(b"data: "):
-                        event = json.loads(line[6:])
-                        if event not in events:
-                            events.append(event)
-        finally:
-            s.close()
-
-    thread = threading.Thread(target=listen, daemon=True)
-    thread.start()
-    assert ready.wait(10)
+    thread = listen_events(daemon, token, events, want=2)
     owner = daemon.client()
     for n, path in enumerate(["notes/a.md", "private/hidden.md", "notes/b.md"]):
         _, resp = owner.request(
