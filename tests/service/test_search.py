@@ -195,3 +195,14 @@ def test_a_stopped_pass_says_stopped(h: Harness) -> None:
     del index._progress  # (the next pass runs to its end)
     assert _complete(h, "beaver")["total"] == 30
     assert index.status()["state"] == "ready"
+
+
+def test_status_shows_a_failed_pass_and_its_retry(capsys) -> None:  # type: ignore[no-untyped-def]
+    from mnoted.cli.output import print_status
+
+    search = {"state": "failed", "pagesIndexed": 3, "pagesTotal": 9,
+              "error": "OSError: disk", "retryInSeconds": 4.0}  # fmt: skip
+    health = {"version": "x", "pid": 1, "uptimeSeconds": 1.0, "socket": "s"}
+    print_status(health, [{"workspaceId": "w", "watcher": None, "head": "a", "search": search}])
+    out = capsys.readouterr().out
+    assert "search index failed: 3 of 9 pages (OSError: disk); tried again in 4 s" in out
