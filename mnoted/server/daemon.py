@@ -57,6 +57,7 @@ from mnoted.service import visibility
 from mnoted.service.actors import Actor
 from mnoted.service.executor import Service
 from mnoted.service.runner import RunnerConfig, WorkspaceRunner
+from mnoted.service.search_tools import sees_all
 from mnoted.store import search_index
 from mnoted.store.badnames import names_not_utf8
 from mnoted.store.config import know_tools
@@ -594,7 +595,7 @@ def _runner_status(runner: WorkspaceRunner, actor: Actor) -> dict[str, Any]:
         "branch": ws.branch,
         "pendingChanges": count,
         "uncommitted": listed,
-        "search": search_index.of(ws).status(),
+        "search": search_index.status_for(ws, None if sees_all(actor) else actor.grants),
     }
 
 

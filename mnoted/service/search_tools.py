@@ -73,7 +73,8 @@ def _hit(call: Call, hit: search_index.Hit, query: Query) -> dict[str, Any]:
     return {"documentId": doc.document_id, **out, "blockId": block.id if block else None}
 
 
-def _sees_all(actor: Actor) -> bool:
+def sees_all(actor: Actor) -> bool:
+    """Whether ``actor`` may read every page (it then searches the whole index)."""
     return actor.is_owner or any(g in ("**", "*") for g in actor.grants)
 
 
@@ -94,7 +95,7 @@ def workspace_search(call: Call) -> dict[str, Any]:
         )
     offset = _offset(args.cursor)
     actor = call.actor
-    if _sees_all(actor):
+    if sees_all(actor):
         index = search_index.of(call.ws)
     else:  # (its own index: the pages of its grants, and nothing else)
         index = search_index.scoped(call.ws, actor.grants, actor.may_access)

@@ -619,6 +619,10 @@ def scope_label(grants: Sequence[str]) -> str:
     return json.dumps(sorted(set(grants)), ensure_ascii=False)
 
 
+def _scope_key(label: str) -> str:
+    return hashlib.sha256(label.encode()).hexdigest()[:24]
+
+
 def _prune(folder: Path, keep: int) -> None:
     """Leave at most ``keep`` scope files in ``folder``, the most recently used."""
     try:
@@ -637,7 +641,7 @@ def scoped(
     them), made on its first search and kept current as the whole index is; at most
     :data:`MAX_SCOPES` are kept, the least recently searched one deleted first."""
     label = scope_label(grants)
-    key = hashlib.sha256(label.encode()).hexdigest()[:24]
+    key = _scope_key(label)
     folder = Path(ws.state_dir) / SCOPES_DIR
     evicted: list[SearchIndex] = []
     with _INDEXES_LOCK:
@@ -662,6 +666,21 @@ def scoped(
     with contextlib.suppress(OSError):
         os.utime(index.path)  # (its use, for the pruning of a later run)
     return index
+
+
+def status_for(ws: Any, grants: Sequence[str] | None) -> dict[str, Any]:
+    """The index status a caller may see: the whole index's for ``grants`` None (the owner,
+    or a grant of everything), else its scope's (``pending`` until its first search), so
+    an agent never learns how many pages lie outside its grants."""
+    if grants is None:
+        return of(ws).status()
+    key = _scope_key(scope_label(grants))
+    with _INDEXES_LOCK:
+        scopes: OrderedDict[str, SearchIndex] | None = getattr(ws, _SCOPES_ATTRIBUTE, None)
+        index = scopes.get(key) if scopes else None
+    if index is None:
+        return {"state": "pending", "pagesIndexed": 0, "pagesTotal": 0}
+    return index.status()
 
 
 def scopes_of(ws: Any) -> list[SearchIndex]:
