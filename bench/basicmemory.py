@@ -26,7 +26,11 @@ import time
 from pathlib import Path
 
 PACKAGE = "basic-memory==0.24.1"
-VENV = Path(__file__).resolve().parent / ".venv-peers" / "basic-memory"
+VENV = Path(
+    os.environ.get("MNOTE_PEER_VENV")
+    or Path(__file__).resolve().parent / ".venv-peers" / "basic-memory"
+)
+"""The peer's virtualenv (``$MNOTE_PEER_VENV``: one made before, reused as it is)."""
 RUNS = 7
 
 
