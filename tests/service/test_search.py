@@ -29,7 +29,8 @@ def _complete(h: Harness, query: str):  # type: ignore[no-untyped-def]
 def test_an_incomplete_index_answers_what_it_has_and_says_so(h: Harness) -> None:
     for i in range(30):
         h.write_file(f"bulk/n{i:02d}.md", f"# Bulk {i}\n\npenguin {i}\n")
-    search_index.of(h.ws, batch=10)
+    now = [0.0]
+    search_index.of(h.ws, batch=10, clock=lambda: now[0])
     faults.arm_error("search-batch", errno.EIO, times=-1)  # every pass fails after a batch
     try:
         first = _search(h, "penguin")
@@ -43,6 +44,7 @@ def test_an_incomplete_index_answers_what_it_has_and_says_so(h: Harness) -> None
         assert partial["index"]["pagesIndexed"] < partial["index"]["pagesTotal"]
     finally:
         faults.disarm()
+    now[0] += search_index.RETRY_MAX  # (the failure's back-off is over)
     done = _complete(h, "penguin")
     assert done["total"] == 30 and "warnings" not in done
     assert done["revision"] == h.head()
