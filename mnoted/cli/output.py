@@ -225,6 +225,11 @@ def print_status(health: dict[str, Any], workspaces: list[dict[str, Any]]) -> No
                 f"  search index {search.get('state')}: {search.get('pagesIndexed', 0):,} of "
                 f"{search.get('pagesTotal', 0):,} pages"
                 + (f" ({search['error']})" if search.get("error") else "")
+                + (
+                    f"; tried again in {search['retryInSeconds']:g} s"
+                    if search.get("retryInSeconds") is not None
+                    else ""
+                )
             )
         operation = ws.get("gitOperation")
         if operation:

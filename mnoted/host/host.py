@@ -20,6 +20,7 @@ from mnoted.service.events import EventBus
 from mnoted.service.executor import Service
 from mnoted.service.pages import PageCache
 from mnoted.service.readcache import ReadCache
+from mnoted.service.search_tools import sees_all
 from mnoted.store import Workspace, search_index
 from mnoted.store.statedir import STATE_DIR
 from mnoted.store.tokens import TokenRecord, TokenStore
@@ -158,7 +159,7 @@ class Host:
             "branch": ws.branch,
             "pendingChanges": count,
             "uncommitted": named,
-            "search": search_index.of(ws).status(),
+            "search": search_index.status_for(ws, None if sees_all(actor) else actor.grants),
             "gitOperation": None
             if operation is None
             else {"operation": operation[0], "end": operation[1]},

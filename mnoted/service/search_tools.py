@@ -2,9 +2,10 @@
 
 The index (:mod:`mnoted.store.search_index`) is brought up to HEAD before every answer,
 so a search sees every write acknowledged before it; the answer names the commit it
-reflects. Pages the caller may not read are filtered out inside the query, before
-ranking, counting and paging; scores are not shown (their statistics span the whole
-workspace), only the order.
+reflects. The owner (and a grant of everything) searches the whole workspace's index; an
+agent searches the index of its grants' scope, which holds only the pages it may read:
+hidden pages add nothing to its hits, counts, ranking or time, so each hit's ``score``
+(BM25 over the caller's pages) is returned.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def _hit(call: Call, hit: search_index.Hit, query: Query) -> dict[str, Any]:
         "matchedIn": {"title": "title", "heading": "heading"}.get(hit.kind, "body"),
         "headingPath": hit.headings if hit.kind != "title" else [],
         "snippet": snippet(hit.text, query.marks),
+        "score": round(hit.score, 6),
         "line": hit.line + 1 if hit.line >= 0 else None,
     }
     try:  # (the page as HEAD has it, as the index does: its blob, parsed once and kept)
@@ -71,20 +73,9 @@ def _hit(call: Call, hit: search_index.Hit, query: Query) -> dict[str, Any]:
     return {"documentId": doc.document_id, **out, "blockId": block.id if block else None}
 
 
-def _sees_all(actor: Actor) -> bool:
+def sees_all(actor: Actor) -> bool:
+    """Whether ``actor`` may read every page (it then searches the whole index)."""
     return actor.is_owner or any(g in ("**", "*") for g in actor.grants)
-
-
-def _grant_folders(actor: Actor) -> list[str] | None:
-    """The folders an agent's grants are, when every grant is one (``notes/**``): then
-    what it may see is filtered by range on the indexed path, not by a call per page."""
-    folders = []
-    for grant in actor.grants:
-        folder = grant[:-2]
-        if not grant.endswith("/**") or any(c in folder for c in "*?[]"):
-            return None
-        folders.append(folder)
-    return folders
 
 
 def paths_matcher(globs: list[str] | None) -> Any:
@@ -103,12 +94,13 @@ def workspace_search(call: Call) -> dict[str, Any]:
             "the query has no words to search for", hint="Give words, a phrase or a prefix*."
         )
     offset = _offset(args.cursor)
-    index = search_index.of(call.ws)
+    actor = call.actor
+    if sees_all(actor):
+        index = search_index.of(call.ws)
+    else:  # (its own index: the pages of its grants, and nothing else)
+        index = search_index.scoped(call.ws, actor.grants, actor.may_access)
     conn, complete = index.current()
-    folders = None if _sees_all(call.actor) else _grant_folders(call.actor)
     filters = search_index.Filters(
-        visible=None if _sees_all(call.actor) or folders is not None else call.actor.may_access,
-        visible_under=folders,
         paths=paths_matcher(args.paths),
         tags=tuple(args.tags or ()),
         fields=tuple((args.frontmatter or {}).items()),

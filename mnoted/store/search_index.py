@@ -12,11 +12,14 @@ whose blob it already holds, and :func:`catch_up` indexes only what a tree diff 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
 import sqlite3
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +39,14 @@ BATCH = 200
 """Pages per transaction of a full pass (its progress survives a kill in steps of this)."""
 WEIGHTS = (10.0, 4.0, 1.0)
 """BM25 weights of the title, heading and body columns."""
+SCOPES_DIR = "search-scopes"
+"""Where the indexes of agents' grant scopes live, one file a distinct set of grants."""
+MAX_SCOPES = 8
+"""Scope indexes kept (open, and on disk); the least recently searched one goes first."""
+SCOPE_WAIT = 2.0
+"""Seconds a scope's first search waits for its pass before answering from what is built."""
+RETRY_FIRST, RETRY_MAX = 1.0, 300.0
+"""Back-off (seconds) before a failed pass is tried again: doubled at each failure."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -62,8 +73,10 @@ class IndexDamaged(Exception):
     """The index file cannot be used; it is deleted and rebuilt."""
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    """Open (or create) the index at ``path``; raise :class:`IndexDamaged` if unusable."""
+def connect(path: Path, scope: str = "") -> sqlite3.Connection:
+    """Open (or create) the index at ``path`` of the pages of ``scope`` (a grant scope's
+    label; "" for the whole workspace); raise :class:`IndexDamaged` if unusable or made
+    for another scope."""
     try:
         conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
@@ -76,9 +89,15 @@ def connect(path: Path) -> sqlite3.Connection:
             if version != SCHEMA_VERSION:
                 conn.close()
                 raise IndexDamaged(f"schema version {version!r}")
+            row = conn.execute("SELECT value FROM meta WHERE key='scope'").fetchone()
+            if (row[0] if row else "") != scope:
+                conn.close()
+                raise IndexDamaged("the file indexes another scope")
         else:
             conn.executescript("BEGIN;" + _SCHEMA + "COMMIT;")
             conn.execute("INSERT OR REPLACE INTO meta VALUES('version', ?)", (SCHEMA_VERSION,))
+            if scope:
+                conn.execute("INSERT OR REPLACE INTO meta VALUES('scope', ?)", (scope,))
         return conn
     except sqlite3.DatabaseError as exc:
         raise IndexDamaged(str(exc)) from exc
@@ -188,11 +207,13 @@ def sync_tree(
     stop: threading.Event | None = None,
     *,
     batch: int = BATCH,
+    include: Callable[[str], bool] | None = None,
 ) -> bool:
-    """Make the index hold exactly the pages of ``commit``'s tree; False if stopped."""
+    """Make the index hold exactly the pages of ``commit``'s tree (those ``include``
+    accepts, when given); False if stopped."""
     obj = repo[commit]
     assert isinstance(obj, pygit2.Commit)
-    pages = dict(_pages(repo, obj.tree))
+    pages = {p: b for p, b in _pages(repo, obj.tree) if include is None or include(p)}
     held = dict(conn.execute("SELECT path, blob FROM docs").fetchall())
     todo = [(p, b) for p, b in pages.items() if held.get(p) != b]
     gone = [p for p in held if p not in pages]
@@ -220,8 +241,15 @@ def sync_tree(
     return True
 
 
-def catch_up(conn: sqlite3.Connection, repo: pygit2.Repository, old: str, new: str) -> int:
-    """Index the pages that changed from commit ``old`` to ``new``; return how many."""
+def catch_up(
+    conn: sqlite3.Connection,
+    repo: pygit2.Repository,
+    old: str,
+    new: str,
+    include: Callable[[str], bool] | None = None,
+) -> int:
+    """Index the pages that changed from commit ``old`` to ``new`` (those ``include``
+    accepts, when given: one moved out of it is dropped); return how many."""
     old_obj, new_obj = repo[old], repo[new]
     assert isinstance(old_obj, pygit2.Commit) and isinstance(new_obj, pygit2.Commit)
     deltas = treediff.diff(repo, old_obj.tree, new_obj.tree)
@@ -233,7 +261,8 @@ def catch_up(conn: sqlite3.Connection, repo: pygit2.Repository, old: str, new: s
                 _drop(conn, delta.old_path)
                 changed += 1
             if delta.new_path and is_document(delta.new_path):
-                if delta.status == "D" or delta.new_id is None:
+                outside = include is not None and not include(delta.new_path)
+                if delta.status == "D" or delta.new_id is None or outside:
                     _drop(conn, delta.new_path)
                 else:
                     _store(conn, delta.new_path, delta.new_id, _blob(repo, delta.new_id))
@@ -258,6 +287,8 @@ class Hit:
     kind: str
     headings: list[str]
     text: str
+    score: float
+    """BM25 (higher is better) over the pages of the index searched."""
 
 
 @dataclass(frozen=True)
@@ -307,7 +338,7 @@ def search(
             SELECT rowid AS doc, bm25(pages_fts, ?, ?, ?) AS score
             FROM pages_fts WHERE pages_fts MATCH ?
         )
-        SELECT d.id, d.path, d.title, d.blob, count(*) OVER ()
+        SELECT d.id, d.path, d.title, d.blob, count(*) OVER (), m.score
         FROM m JOIN docs d ON d.id = m.doc
         WHERE 1{where}
         ORDER BY m.score, d.path LIMIT ? OFFSET ?
@@ -330,11 +361,11 @@ def search(
         ):
             pieces[doc].append((line, kind, headings, text))
     hits = []
-    for doc, path, title, blob, _ in rows:
+    for doc, path, title, blob, _, score in rows:
         found = pieces[doc]
         at = best_chunk([(kind, text) for _, kind, _, text in found], query.marks)
         line, kind, headings, text = found[at] if at is not None else (-1, "title", "[]", title)
-        hits.append(Hit(path, blob, title, line, kind, json.loads(headings), text))
+        hits.append(Hit(path, blob, title, line, kind, json.loads(headings), text, -score))
     return int(total), hits
 
 
@@ -360,11 +391,29 @@ def page_count(conn: sqlite3.Connection) -> int:
 
 class SearchIndex:
     """A workspace's index: its first full pass runs on a thread of its own; queries (on
-    the workspace's thread) catch it up with HEAD first, so they see every landed write."""
+    the workspace's thread) catch it up with HEAD first, so they see every landed write.
 
-    def __init__(self, ws: Any, *, batch: int = BATCH) -> None:
+    The whole workspace's index has no ``include``; a grant scope's index (:func:`scoped`)
+    holds only the pages its ``include`` accepts, in a file of its own, so the cost and
+    the BM25 statistics of a search in it never depend on the pages outside it."""
+
+    def __init__(
+        self,
+        ws: Any,
+        *,
+        batch: int = BATCH,
+        path: Path | None = None,
+        scope: str = "",
+        include: Callable[[str], bool] | None = None,
+        wait: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.ws = ws
-        self.path = Path(ws.state_dir) / INDEX_FILE
+        self.path = path if path is not None else Path(ws.state_dir) / INDEX_FILE
+        self.scope = scope
+        self.include = include
+        self.wait = wait  # (seconds a search waits for a running pass before answering)
+        self.clock = clock
         self.batch = batch
         self._conn: sqlite3.Connection | None = None
         self._inode: int | None = None  # the file `_conn` has open
@@ -374,15 +423,22 @@ class SearchIndex:
         self.total = 0
         self.target: str | None = None  # the commit the running (or last) full pass indexes
         self.failed: str | None = None
+        self.failures = 0  # consecutive failed passes
+        self.retry_at = 0.0  # (on `clock`) no pass starts before, after a failure
+        self.stopped = False  # the last pass was stopped before it ended
+        self.ready = False  # a pass ended, or a search found the index complete
 
     @property
     def building(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def start(self) -> None:
-        """Bring the index up to HEAD in the background (a full pass if it needs one)."""
+    def start(self) -> bool:
+        """Bring the index up to HEAD in the background (a full pass if it needs one);
+        False if no pass was started (one runs, no HEAD, or a failure's back-off)."""
         if self.building or self.ws.head is None:
-            return
+            return False
+        if self.failed is not None and self.clock() < self.retry_at:
+            return False
         self._stop.clear()
         head = self.ws.head
         self.target = head
@@ -390,14 +446,13 @@ class SearchIndex:
             target=self._build, args=(head,), name="mnoted-search-index", daemon=True
         )
         self._thread.start()
+        return True
 
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        self._close()
 
     def _progress(self, done: int, total: int) -> None:
         self.done, self.total = done, total
@@ -405,8 +460,9 @@ class SearchIndex:
     def _build(self, head: str) -> None:
         conn: sqlite3.Connection | None = None
         try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             try:
-                conn = connect(self.path)
+                conn = connect(self.path, self.scope)
                 if conn.execute("PRAGMA quick_check").fetchone()[0] != "ok":
                     raise IndexDamaged("quick_check failed")
             except (IndexDamaged, sqlite3.DatabaseError) as exc:
@@ -414,30 +470,50 @@ class SearchIndex:
                 if conn is not None:
                     conn.close()
                 remove(self.path)
-                conn = connect(self.path)
+                conn = connect(self.path, self.scope)
+            ended = True
             if indexed_commit(conn) is None:
+                self.ready = False
                 repo = pygit2.Repository(str(self.ws.root))
-                sync_tree(conn, repo, head, self._progress, self._stop, batch=self.batch)
+                ended = sync_tree(
+                    conn, repo, head, self._progress, self._stop,
+                    batch=self.batch, include=self.include,
+                )  # fmt: skip
             else:
                 self.done = self.total = page_count(conn)
-            self.failed = None
+            self.stopped = not ended
+            self.ready = ended
+            self.failed, self.failures = None, 0
         except Exception as exc:  # the index is derived: its failure never stops the daemon
             log.exception("search index pass failed")
             self.failed = f"{type(exc).__name__}: {exc}"
+            self.failures += 1
+            self.retry_at = self.clock() + min(RETRY_MAX, RETRY_FIRST * 2 ** (self.failures - 1))
+            self.ready = False
         finally:
             if conn is not None:
                 conn.close()
 
     def status(self) -> dict[str, Any]:
-        """What ``mnote status`` shows: built or building, and how far."""
-        out: dict[str, Any] = {
-            "state": "building" if self.building else ("failed" if self.failed else "ready"),
-            "pagesIndexed": self.done,
-            "pagesTotal": self.total,
-        }
+        """What ``mnote status`` shows: building, ready, failed (and when it is tried
+        again), stopped before it ended, or pending (no pass has run yet)."""
+        if self.building:
+            state = "building"
+        elif self.failed:
+            state = "failed"
+        elif self.stopped:
+            state = "stopped"
+        else:
+            state = "ready" if self.ready else "pending"
+        out: dict[str, Any] = {"state": state, "pagesIndexed": self.done, "pagesTotal": self.total}
         if self.failed:
             out["error"] = self.failed
+            out["retryInSeconds"] = round(max(0.0, self.retry_at - self.clock()), 1)
         return out
+
+    def _await(self) -> None:
+        if self.wait and self._thread is not None:
+            self._thread.join(timeout=self.wait)
 
     def current(self) -> tuple[sqlite3.Connection | None, bool]:
         """On the workspace's thread: the index brought up to HEAD, and whether it is
@@ -445,53 +521,63 @@ class SearchIndex:
         ws = self.ws
         ws.refresh()
         head = ws.head
-        if self._inode is not None and _inode(self.path) != self._inode:
-            self._close()  # (deleted, or replaced by a rebuild: the file open is not it)
-        if not self.path.exists():
-            self._close()
-            if self.building:
-                self._stop.set()
-                assert self._thread is not None
-                self._thread.join(timeout=10)
-            self.done = self.total = 0
+        if not self.path.exists() and self.building:
+            self._stop.set()  # (deleted under the pass: it builds a file no one reads)
+            assert self._thread is not None
+            self._thread.join(timeout=10)
         if self.building:
-            return self._open(), False
-        conn = self._open()
-        if conn is None:
-            self.start()
-            return None, False
-        try:
-            commit = indexed_commit(conn)
-            if commit is None:
-                self.start()
-                return conn, False
-            if commit != head and head is not None:
-                try:
-                    catch_up(conn, ws._repo, commit, head)
-                except (KeyError, ValueError, pygit2.GitError):
-                    _set_commit(conn, None)
-                    self.start()
+            self._await()
+        for first in (True, False):
+            if self._inode is not None and _inode(self.path) != self._inode:
+                self._close()  # (deleted, or replaced by a rebuild: the file open is not it)
+            if not self.path.exists():
+                self._close()
+                if not self.building:
+                    self.done = self.total = 0
+            if self.building:
+                return self._open(), False
+            conn = self._open()
+            try:
+                commit = None if conn is None else indexed_commit(conn)
+                if conn is None or commit is None:
+                    if first and self.start():
+                        self._await()
+                        continue
                     return conn, False
-            self.total = self.done = page_count(conn)
-            return conn, True
-        except sqlite3.DatabaseError as exc:
-            log.warning("search index %s failed (%s); rebuilding it", self.path, exc)
-            self._close()
-            remove(self.path)
-            self.done = self.total = 0
-            self.start()
-            return None, False
+                if commit != head and head is not None:
+                    try:
+                        catch_up(conn, ws._repo, commit, head, self.include)
+                    except (KeyError, ValueError, pygit2.GitError):
+                        _set_commit(conn, None)
+                        if first and self.start():
+                            self._await()
+                            continue
+                        return conn, False
+                self.total = self.done = page_count(conn)
+                self.ready, self.stopped = True, False
+                return conn, True
+            except sqlite3.DatabaseError as exc:
+                log.warning("search index %s failed (%s); rebuilding it", self.path, exc)
+                self._close()
+                remove(self.path)
+                self.done = self.total = 0
+                if first and self.start():
+                    self._await()
+                    continue
+                return None, False
+        return None, False  # (not reached: the second round always returns)
 
     def _open(self) -> sqlite3.Connection | None:
         if self._conn is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             try:
-                self._conn = connect(self.path)
+                self._conn = connect(self.path, self.scope)
             except IndexDamaged:
                 if self.building:
                     return None
                 remove(self.path)
                 try:
-                    self._conn = connect(self.path)
+                    self._conn = connect(self.path, self.scope)
                 except IndexDamaged:
                     return None
             self._inode = _inode(self.path)
@@ -512,25 +598,105 @@ def _inode(path: Path) -> int | None:
 
 
 _ATTRIBUTE = "_search_index"  # (kept on the workspace object: its index lives and goes with it)
+_SCOPES_ATTRIBUTE = "_search_scopes"
 _INDEXES_LOCK = threading.Lock()
 
 
-def of(ws: Any, *, batch: int = BATCH) -> SearchIndex:
-    """The search index of an open workspace (one per workspace object; ``batch`` is
-    taken when it is made)."""
+def of(ws: Any, *, batch: int = BATCH, clock: Callable[[], float] = time.monotonic) -> SearchIndex:
+    """The whole-workspace search index of an open workspace (one per workspace object;
+    ``batch`` and ``clock`` are taken when it is made)."""
     with _INDEXES_LOCK:
         index: SearchIndex | None = getattr(ws, _ATTRIBUTE, None)
         if index is None:
-            index = SearchIndex(ws, batch=batch)
+            index = SearchIndex(ws, batch=batch, clock=clock)
             setattr(ws, _ATTRIBUTE, index)
         return index
 
 
+def scope_label(grants: Sequence[str]) -> str:
+    """What names a grant scope: its distinct globs, sorted (the same pages whatever order
+    or repetition the grants came in)."""
+    return json.dumps(sorted(set(grants)), ensure_ascii=False)
+
+
+def _scope_key(label: str) -> str:
+    return hashlib.sha256(label.encode()).hexdigest()[:24]
+
+
+def _prune(folder: Path, keep: int) -> None:
+    """Leave at most ``keep`` scope files in ``folder``, the most recently used."""
+    try:
+        files = [p for p in folder.iterdir() if p.suffix == ".sqlite3"]
+    except FileNotFoundError:
+        return
+    files.sort(key=lambda p: p.stat().st_mtime if p.exists() else 0.0, reverse=True)
+    for stale in files[keep:]:
+        remove(stale)
+
+
+def scoped(
+    ws: Any, grants: Sequence[str], include: Callable[[str], bool], *, batch: int = BATCH
+) -> SearchIndex:
+    """The index of the pages a set of grants covers (``include`` tests a path against
+    them), made on its first search and kept current as the whole index is; at most
+    :data:`MAX_SCOPES` are kept, the least recently searched one deleted first."""
+    label = scope_label(grants)
+    key = _scope_key(label)
+    folder = Path(ws.state_dir) / SCOPES_DIR
+    evicted: list[SearchIndex] = []
+    with _INDEXES_LOCK:
+        scopes: OrderedDict[str, SearchIndex] | None = getattr(ws, _SCOPES_ATTRIBUTE, None)
+        if scopes is None:
+            scopes = OrderedDict()
+            setattr(ws, _SCOPES_ATTRIBUTE, scopes)
+            _prune(folder, MAX_SCOPES)  # (files a past run left)
+        index = scopes.get(key)
+        if index is None:
+            index = SearchIndex(
+                ws, batch=batch, path=folder / f"{key}.sqlite3", scope=label,
+                include=include, wait=SCOPE_WAIT,
+            )  # fmt: skip
+            scopes[key] = index
+        scopes.move_to_end(key)
+        while len(scopes) > MAX_SCOPES:
+            evicted.append(scopes.popitem(last=False)[1])
+    for old in evicted:
+        old.stop()
+        remove(old.path)
+    with contextlib.suppress(OSError):
+        os.utime(index.path)  # (its use, for the pruning of a later run)
+    return index
+
+
+def status_for(ws: Any, grants: Sequence[str] | None) -> dict[str, Any]:
+    """The index status a caller may see: the whole index's for ``grants`` None (the owner,
+    or a grant of everything), else its scope's (``pending`` until its first search), so
+    an agent never learns how many pages lie outside its grants."""
+    if grants is None:
+        return of(ws).status()
+    key = _scope_key(scope_label(grants))
+    with _INDEXES_LOCK:
+        scopes: OrderedDict[str, SearchIndex] | None = getattr(ws, _SCOPES_ATTRIBUTE, None)
+        index = scopes.get(key) if scopes else None
+    if index is None:
+        return {"state": "pending", "pagesIndexed": 0, "pagesTotal": 0}
+    return index.status()
+
+
+def scopes_of(ws: Any) -> list[SearchIndex]:
+    """The grant scope indexes a workspace keeps, least recently searched first."""
+    with _INDEXES_LOCK:
+        scopes: OrderedDict[str, SearchIndex] | None = getattr(ws, _SCOPES_ATTRIBUTE, None)
+        return list(scopes.values()) if scopes else []
+
+
 def forget(ws: Any) -> None:
-    """Stop and drop the index of a workspace being closed."""
+    """Stop and drop the indexes of a workspace being closed (their files are kept)."""
     with _INDEXES_LOCK:
         index: SearchIndex | None = getattr(ws, _ATTRIBUTE, None)
         if index is not None:
             setattr(ws, _ATTRIBUTE, None)
-    if index is not None:
-        index.stop()
+        scopes: OrderedDict[str, SearchIndex] | None = getattr(ws, _SCOPES_ATTRIBUTE, None)
+        setattr(ws, _SCOPES_ATTRIBUTE, None)
+    for each in [*([index] if index is not None else []), *(scopes or {}).values()]:
+        each.stop()

@@ -207,6 +207,11 @@ def test_a_grant_hides_pages_from_hits_and_counts(d: DaemonProcess) -> None:
     assert {b["path"] for b in links["result"]["backlinks"]} == {
         "links/other.md", "links/source.md"}  # fmt: skip
     assert "secret" not in json.dumps(links)
+    # its status counts the pages of its own index, not the workspace's
+    status, body = d.client(agent).request("GET", "/v1/workspaces")
+    assert status == 200, body
+    mine = body["workspaces"][0]["search"]
+    assert mine["state"] == "ready" and mine["pagesTotal"] < _search_status(d)["pagesTotal"]
 
 
 def test_write_then_search_and_external_edit_then_search(d: DaemonProcess) -> None:
