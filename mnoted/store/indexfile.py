@@ -128,6 +128,12 @@ class IndexFile:
             off += 8 + size
         return cls(version, keys, chunks, tree, bytes(kept))
 
+    @property
+    def conflicted(self) -> bool:
+        """Whether an entry is unmerged (stage 1-3): a merge, a cherry-pick or a stash pop
+        left conflicts that the person resolves, and the index is theirs until then."""
+        return any(key[-1] != 0 for key in self._keys)
+
     def set(self, entries: Mapping[str, Entry]) -> None:
         """Set each path's entry to (blob id, mode) at stage 0, or remove it; entries below a
         path that is now a file, and a file where a folder now is, go too."""

@@ -430,7 +430,31 @@ class Workspace:
         saved meanwhile are committed once it has ended.
         """
         self._check_thread()
-        return unfinished_operation(self._repo)
+        return unfinished_operation(self._repo) or self._index_conflicts()
+
+    def _index_conflicts(self) -> tuple[str, str] | None:
+        """Unmerged entries in Git's index, as an operation under way: Git writes a merge's
+        conflicts into the index and the files before it records ``MERGE_HEAD``, and a
+        stash pop or a ``git apply --3way`` leaves them with no state file at all. Git's own
+        ``commit`` refuses then; so does mnoted. The index is parsed again only when someone
+        else wrote it (its stamp differs from the one this store wrote last)."""
+        index_path = self.gitdir / "index"
+        stamp = indexstat.stamp(index_path)
+        if stamp is None:
+            return None
+        kept = self._index_file
+        if kept is None or kept[0] != stamp:
+            try:
+                index = indexfile.IndexFile.parse(index_path.read_bytes())
+            except (indexstat.Unsupported, OSError, ValueError, struct.error):
+                return None  # (the landing falls back to libgit2's refresh for such an index)
+            self._index_file = kept = (stamp, index)
+        if not kept[1].conflicted:
+            return None
+        return (
+            "resolving merge conflicts (unmerged entries in the Git index)",
+            "resolve them and commit, or abort: git merge --abort (or git reset --merge)",
+        )
 
     def refresh(self) -> bool:
         """Notice a HEAD moved by someone else (``git commit/pull/checkout``); re-index.
@@ -1144,6 +1168,8 @@ class Workspace:
                 index = kept[1]
             else:
                 index = indexfile.IndexFile.parse(index_path.read_bytes())
+            if index.conflicted:  # (the person's conflicts: theirs to resolve, left alone)
+                raise indexstat.Unsupported("the Git index holds unmerged entries")
             index.set(entries)
             fd = os.open(held.lock, os.O_WRONLY | os.O_CLOEXEC)
             try:
@@ -1212,7 +1238,7 @@ class Workspace:
     def _ready_to_write(self) -> None:
         # Once a group: nine stats each time, and a command checks three times.
         if self._group is None or not self._group.checked:
-            problem = unfinished_operation(self._repo)
+            problem = unfinished_operation(self._repo) or self._index_conflicts()
             if problem is not None:
                 raise WorkspaceInvalid(
                     f"{self.root} is in the middle of {problem[0]}; mnoted will not commit now",

@@ -483,7 +483,7 @@ def test_background_refreshes_take_a_bounded_share_of_the_time(
 
     monkeypatch.setattr(gitindex.GitIndex, "refresh", slow_refresh)
     monkeypatch.setattr(Workspace, "_index_landed", lambda self, paths: None)
-    monkeypatch.setattr(workspace_module, "INDEX_SHARE", 0.1)  # the next 2 s after the first
+    monkeypatch.setattr(workspace_module, "INDEX_SHARE", 0.1)  # the next >= 2 s after the first
     ws.apply(CommandMeta("page.create", actor="hermes"), [Write("p.md", b"v1\n")])
     ws.refresh_index_soon()
     assert done.wait(10)
@@ -492,7 +492,8 @@ def test_background_refreshes_take_a_bounded_share_of_the_time(
     ws.refresh_index_soon()  # takes the first in; too soon for the next
     assert not done.wait(0.3)
     assert len(began) == 1
-    time.sleep(max(0.0, began[0] + 2.05 - time.monotonic()))
+    # (the gate follows the refresh's own duration, longer on a loaded machine: wait it out)
+    time.sleep(max(0.0, ws._index_next - time.monotonic()) + 0.05)
     ws.refresh_index_soon()
     assert done.wait(10)
     done.clear()

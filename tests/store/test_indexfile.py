@@ -9,8 +9,10 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from mnoted.store import indexfile
+from mnoted.errors import WorkspaceInvalid
+from mnoted.store import CommandMeta, Workspace, Write, indexfile
 from mnoted.store.indexfile import IndexFile
+from tests.store.conftest import git
 
 
 def _git(root: Path, *args: str, data: bytes | None = None) -> bytes:
@@ -72,3 +74,33 @@ def test_patched_entries_read_as_git_reads_them(
     tree = _git(tmp_path, "write-tree").decode().strip()  # the cache-tree was invalidated
     listed = _git(tmp_path, "ls-tree", "-r", tree).decode().splitlines()
     assert {line.split("\t")[1]: line.split()[2] for line in listed} == expected
+
+
+def test_conflicts_in_the_index_stop_commands_without_a_merge_state(ws: Workspace) -> None:
+    """Git writes a merge's conflicts into the index (and the files) before it records
+    MERGE_HEAD, and a stash pop leaves them with no state file: unmerged entries alone make
+    the store refuse to commit, name the state, and leave the person's index as it is."""
+    root = ws.root
+    ws.apply(CommandMeta("page.create", actor="hermes"), [Write("p.md", b"# P\n\nbase\n")])
+    ws.idle()
+    git(root, "checkout", "-q", "-b", "side")
+    (root / "p.md").write_text("# P\n\nside\n")
+    git(root, "-c", "user.name=p", "-c", "user.email=p@x", "commit", "-qam", "side")
+    git(root, "checkout", "-q", "main")
+    ws.refresh()
+    ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("p.md", b"# P\n\nmain\n")])
+    ws.idle()
+    git(root, "-c", "user.name=p", "-c", "user.email=p@x", "merge", "side", check=False)
+    (root / ".git" / "MERGE_HEAD").unlink()  # (the moment before Git records the merge)
+    before = (root / ".git" / "index").read_bytes()
+    operation = ws.operation()
+    assert operation is not None and "git merge --abort" in operation[1]
+    with pytest.raises(WorkspaceInvalid, match="merge conflicts"):
+        ws.apply(CommandMeta("page.create", actor="hermes"), [Write("q.md", b"q\n")])
+    with pytest.raises(WorkspaceInvalid):
+        ws.commit_external(["p.md"])
+    assert (root / ".git" / "index").read_bytes() == before
+    assert "<<<<<<<" not in git(root, "show", "HEAD:p.md")
+    git(root, "reset", "-q", "--merge")
+    assert ws.operation() is None
+    ws.apply(CommandMeta("page.create", actor="hermes"), [Write("q.md", b"q\n")])
