@@ -58,6 +58,17 @@ class SyncConfig:
     host: str = ""  # names this device in conflict copies (default: the host name)
 
 
+@dataclass(frozen=True)
+class Configured:
+    """What the workspace config (``[remote]`` of ``.mnote/config.toml``) asks for, read at
+    every cycle (a reload applies from the next): a remote to keep, and the timing."""
+
+    name: str = "origin"
+    url: str = ""  # "" = none named there
+    interval: float = 60.0
+    push_delay: float = 2.0
+
+
 class RemoteSync:
     """Sync of one workspace; the daemon makes one per workspace and feeds it commits."""
 
@@ -75,6 +86,7 @@ class RemoteSync:
         ids_out: Callable[[str | None, str], str | None] | None = None,
         decided: Callable[[list[str]], set[str]] | None = None,
         config: SyncConfig | None = None,
+        configured: Callable[[], Configured] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.root = root
@@ -89,6 +101,7 @@ class RemoteSync:
         self._ids_in = ids_in
         self._ids_out = ids_out
         self._decided = decided
+        self._configured = configured
         self._clock = clock
         self._lock = threading.Condition()
         self._state: dict[str, Any] = self._load()
@@ -116,12 +129,11 @@ class RemoteSync:
     def committed(self) -> None:
         """A local commit landed: push once commits pause (debounced)."""
         now = self._clock()
+        delay = self._settings().push_delay
         with self._lock:
             if self._push_first is None:
                 self._push_first = now
-            self._push_at = min(
-                now + self.config.push_delay, self._push_first + self.config.push_max_delay
-            )
+            self._push_at = min(now + delay, self._push_first + self.config.push_max_delay)
             self._lock.notify_all()
 
     def sync_now(self, *, resume: bool = False, timeout: float = 120.0) -> dict[str, Any]:
@@ -204,7 +216,7 @@ class RemoteSync:
             with self._lock:
                 self._running = False
                 self._failures = 0 if ok else self._failures + 1
-                wait = self.config.interval
+                wait = self._settings().interval
                 if not ok:  # doubling from the interval, up to backoff_max
                     wait = min(
                         max(self.config.backoff_max, wait),
@@ -216,6 +228,7 @@ class RemoteSync:
 
     def cycle(self) -> bool:
         """One fetch-merge-push round with every remote; True if all went through."""
+        self._keep_configured()
         try:
             repo = pygit2.Repository(str(self.root))
             names = [r.name for r in repo.remotes if r.name and not r.name.startswith("-")]
@@ -394,6 +407,34 @@ class RemoteSync:
                 self._save()
 
     # -- helpers ------------------------------------------------------------------------------
+    def _settings(self) -> Configured:
+        if self._configured is None:
+            return Configured(interval=self.config.interval, push_delay=self.config.push_delay)
+        try:
+            return self._configured()
+        except Exception:  # (the last good config is the workspace's business; never fatal)
+            log.exception("sync settings of %s unreadable", self.root)
+            return Configured(interval=self.config.interval, push_delay=self.config.push_delay)
+
+    def _keep_configured(self) -> None:
+        """The remote the workspace config names exists in the repository with its URL (the
+        config is the truth for that name; a remote it stops naming is left as it is)."""
+        wanted = self._settings()
+        if not wanted.url:
+            return
+        try:
+            repo = pygit2.Repository(str(self.root))
+            found = next((r for r in repo.remotes if r.name == wanted.name), None)
+            if found is None:
+                repo.remotes.create(wanted.name, wanted.url)
+            elif found.url != wanted.url:
+                repo.remotes.set_url(wanted.name, wanted.url)
+            else:
+                return
+            log.info("sync: remote %s set from the workspace config", wanted.name)
+        except (pygit2.GitError, ValueError) as exc:
+            self._note_error(wanted.name, f"the configured remote cannot be set: {exc}")
+
     def _local_head(self) -> str | None:
         assert self._head is not None
         head: str | None = self._on_writer(lambda: self._head() if self._head else (None, ""))[0]

@@ -428,3 +428,35 @@ def test_merges_are_indexed_in_one_step_with_the_ids_a_rebuild_gives(
     for d in (a, b):
         d.ws.rebuild()
         assert d.doc_ids() == ids
+
+
+def test_a_remote_named_in_the_workspace_config(
+    pair: tuple[Device, Device, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``[remote]`` of ``.mnote/config.toml`` names a remote the sync adds (and keeps at that
+    URL) and its timing; a reload that does not read keeps the last good settings."""
+    from mnoted.errors import WorkspaceInvalid
+    from mnoted.remote.host import configured_from
+    from mnoted.store.config import CONFIG_PATH
+
+    monkeypatch.delenv("MNOTE_SYNC_INTERVAL", raising=False)
+    monkeypatch.delenv("MNOTE_SYNC_PUSH_DELAY", raising=False)
+    a, b, bare = pair
+    run_git(b.root, "remote", "remove", "origin")
+    config = b.root / CONFIG_PATH
+    good = config.read_text() + f'\n[remote]\nname = "nas"\nurl = "{bare.as_uri()}"\n'
+    config.write_text(good + "interval = 5\npushDelay = 0.5\n")
+    b.ws.reload_config()
+    b.sync._configured = lambda: configured_from(b.ws.config)
+    assert b.sync._settings().interval == 5.0 and b.sync._settings().push_delay == 0.5
+    b.write("from-b.md", "# From B\n")
+    assert b.sync.cycle()
+    assert run_git(b.root, "remote", "get-url", "nas").strip() == bare.as_uri()
+    assert a.sync.cycle() and a.read("from-b.md") == "# From B\n"
+    config.write_text(good + "interval = -1\n")
+    with pytest.raises(WorkspaceInvalid, match=r"\[remote\] interval = -1"):
+        b.ws.reload_config()
+    assert b.sync._settings().interval == 5.0  # (the last good)
+    run_git(b.root, "remote", "set-url", "nas", "file:///nowhere.git")
+    assert b.sync.cycle()  # (the config is the truth for its remote's URL)
+    assert run_git(b.root, "remote", "get-url", "nas").strip() == bare.as_uri()
