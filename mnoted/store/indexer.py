@@ -12,7 +12,7 @@ changes it staged (:func:`record_own`) instead of the trees to diff.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import pygit2
 
@@ -290,10 +290,14 @@ def advance_merge(
 
     The documents whose id a mainline replay could give otherwise than this sidecar are those
     changed since the base on either side or by the merge: their ids are replayed along the
-    incoming commits and the merge from the ids the base gave them (the sidecar's change log
-    before the commits made here since the base), and the sidecar's rows set to them. Returns
-    the paths changed, or None (nothing done) when a side does not reach the base along first
-    parents within :data:`MERGE_WALK` commits (the caller then rebuilds).
+    incoming commits and the merge from the ids the base gave them, and the sidecar's rows
+    set to them. The base's ids are the sidecar's rows before the commits made here since
+    the base; where this device's newest merge on its first-parent line is not pushed yet
+    (the remote moved on meanwhile), that merge's first parent is the base and its rows the
+    mainline's at it, the base's for every page it has that the merge kept without a new
+    pin. Returns the paths changed, or None (nothing done: the caller rebuilds) when a side
+    does not reach the base along first parents within :data:`MERGE_WALK` commits, or that
+    merge deleted a page the base has or pinned it anew.
     """
     if len(merge.parents) != 2:
         return None
@@ -312,41 +316,58 @@ def advance_merge(
         current = current.parents[0] if current.parents else None
     if current is None:
         return None  # (the base is not on the remote's first-parent history)
+    above: set[str] = set()  # this device's commits on its line since the base or its merge
+    top: pygit2.Commit | None = None
+    current = ours
+    while current is not None and current.id != base:
+        if len(current.parents) == 2:
+            top = current
+            break
+        if len(above) >= MERGE_WALK:
+            return None
+        above.add(str(current.id))
+        current = current.parents[0] if current.parents else None
+    if (top is None and current is None) or (top is not None and top.parent_ids[0] != base):
+        return None
     walker = repo.walk(ours.id)
     walker.hide(base)
-    local: set[str] = set()
+    local: set[str] = set()  # every commit indexed here since the base (their rows are last)
     for commit in walker:
         if len(local) >= MERGE_WALK:
             return None
         local.add(str(commit.id))
-    # The rows of the commits made here since the base give this device's ids, except those
-    # of its earlier merges on its first-parent line (one not pushed when the remote moved
-    # on): their rows give the mainline's ids at that merge, which are the base's for a path
-    # the base has, but where the merge deleted it or a pin it added changed its id.
-    merges: dict[str, pygit2.Commit] = {}
-    current = ours
-    while current is not None and current.id != base:
-        if len(current.parents) == 2:
-            merges[str(current.id)] = current
-        current = current.parents[0] if current.parents else None
-    skip = local - set(merges)
     base_tree = repo[base].peel(pygit2.Tree)
     at_base: dict[str, str | None] = {}
 
-    def base_id(path: str) -> str | None:
-        if path not in at_base:
-            at_base[path] = (
-                side.doc_before(path, skip, set(merges)) if _in_tree(base_tree, path) else None
-            )
-        return at_base[path]
+    renamed: dict[str, str] | None = None  # base path -> its path at that merge
 
-    for path in side.paths_since(local):  # (a pin one of those merges added: rebuild)
-        if not is_document(path) or not _in_tree(base_tree, path):
-            continue
-        pin = _pin_at(repo, base_tree, path)
-        for merge_commit in merges.values():
-            if _pin_at(repo, merge_commit.tree, path) not in (None, pin):
-                return None
+    def base_id(path: str) -> str | None:
+        nonlocal renamed
+        if path not in at_base:
+            doc = None
+            was = _blob_in(base_tree, path)
+            if was is not None:
+                now = path
+                if top is not None:  # (the merge's rows hold the ids it left)
+                    if not _in_tree(top.tree, path):
+                        if renamed is None:
+                            deltas = treediff.diff(repo, base_tree, top.tree)
+                            renamed = {
+                                d.old_path: d.new_path
+                                for d in deltas
+                                if d.status == "R" and d.old_path and d.new_path
+                            }
+                        now = renamed.get(path, "")
+                    kept = _blob_in(top.tree, now) if now else None
+                    if kept is None:
+                        raise _GiveUp(path)
+                    if kept.id != was.id:
+                        pin = pinned_id(kept.data)
+                        if pin is not None and pin != pinned_id(was.data):
+                            raise _GiveUp(path)
+                doc = side.doc_before(now, above)
+            at_base[path] = doc
+        return at_base[path]
 
     ids: dict[str, str | None] = {}  # path -> id as the mainline replay gives it
 
@@ -368,14 +389,23 @@ def advance_merge(
                 doc = doc or generated_id(cid, d.new_path)
             ids[d.new_path] = doc
 
-    for commit in reversed(incoming):
-        parent = commit.parents[0].tree if commit.parents else None
-        deltas = treediff.diff(repo, parent, commit.tree)
-        replayed(str(commit.id), deltas, named_ids(commit.message))
     mid = str(merge.id)
-    replayed(mid, treediff.diff(repo, theirs.tree, merge.tree), named_ids(merge.message))
     mine = treediff.diff(repo, ours.tree, merge.tree)
-    candidates = set(ids) | side.paths_since(local)  # (changed on either side, or by it)
+    try:
+        for commit in reversed(incoming):
+            parent = commit.parents[0].tree if commit.parents else None
+            deltas = treediff.diff(repo, parent, commit.tree)
+            replayed(str(commit.id), deltas, named_ids(commit.message))
+        replayed(mid, treediff.diff(repo, theirs.tree, merge.tree), named_ids(merge.message))
+        candidates = set(ids) | side.paths_since(local)  # (changed on either side, or by it)
+        candidates |= {d.new_path for d in mine if d.new_path and d.status != "D"}
+        target = {
+            path: ids[path] if path in ids else base_id(path)
+            for path in candidates
+            if is_document(path) and _in_tree(merge.tree, path)
+        }
+    except _GiveUp:
+        return None
     side.begin()
     try:
         changed: list[str] = []
@@ -390,17 +420,15 @@ def advance_merge(
                     side.add_change(mid, row[2] if row else None, d.old_path, None, "D")
                     continue
             assert d.new_path is not None and d.new_id is not None
-            doc = _target(d.new_path, ids, base_id) if is_document(d.new_path) else None
+            doc = target.get(d.new_path)
             side.put_file(d.new_path, d.new_id, mid, doc)
             side.add_change(mid, doc, d.new_path, d.old_path if d.status == "R" else None, d.status)
             changed.append(d.new_path)
             written.add(d.new_path)
-        for path in sorted(candidates - written):
+        for path in sorted(set(target) - written):
             row = side.file(path)
-            if row is None or not is_document(path):
-                continue
-            doc = _target(path, ids, base_id)
-            if doc is not None and doc != row[2]:  # (an id this side had otherwise)
+            doc = target[path]
+            if row is not None and doc is not None and doc != row[2]:  # (its id differed here)
                 side.put_file(path, row[0], row[1], doc)
                 side.add_change(mid, doc, path, None, "M")
         _record_command(side, mid, merge.message, merge.commit_time, {})
@@ -414,18 +442,16 @@ def advance_merge(
     return changed
 
 
-def _target(
-    path: str, ids: Mapping[str, str | None], base_id: Callable[[str], str | None]
-) -> str | None:
-    return ids[path] if path in ids else base_id(path)
+class _GiveUp(Exception):
+    """:func:`advance_merge` cannot vouch for an id: the caller rebuilds."""
 
 
-def _pin_at(repo: pygit2.Repository, tree: pygit2.Tree, path: str) -> str | None:
+def _blob_in(tree: pygit2.Tree, path: str) -> pygit2.Blob | None:
     try:
-        blob = tree[path]
+        obj = tree[path]
     except KeyError:
         return None
-    return pinned_id(blob.data) if isinstance(blob, pygit2.Blob) else None
+    return obj if isinstance(obj, pygit2.Blob) else None
 
 
 def _in_tree(tree: pygit2.Tree, path: str) -> bool:

@@ -374,18 +374,16 @@ class Sidecar:
         else:
             self.conn.execute(_ADD_CHANGES, row)
 
-    def doc_before(self, path: str, skip: set[str], past_deletes: set[str]) -> str | None:
-        """The document id of ``path``'s latest change by a commit not in ``skip``, passing
-        over deletions by the commits in ``past_deletes`` (what :func:`indexer.advance_merge`
-        asks for the id a merge base gave a path)."""
+    def doc_before(self, path: str, skip: set[str]) -> str | None:
+        """The document id of ``path``'s latest change by a commit not in ``skip`` (what
+        :func:`indexer.advance_merge` asks for the id a merge base gave a path)."""
         self._write_rows()
         for commit, doc, status in self.conn.execute(
             "SELECT commit_id, doc_id, status FROM changes WHERE path = ? ORDER BY seq DESC",
             (path,),
         ):
-            if commit in skip or (status == "D" and commit in past_deletes):
-                continue
-            return None if status == "D" else (str(doc) if doc else None)
+            if commit not in skip:
+                return None if status == "D" else (str(doc) if doc else None)
         return None
 
     def paths_since(self, commits: set[str]) -> set[str]:

@@ -413,6 +413,11 @@ def test_merges_are_indexed_in_one_step_with_the_ids_a_rebuild_gives(
     assert ran.ok and theirs is not None
     a.sync._merge("origin", theirs)
     a.write("after.md", "# After\n")
+    b.write("b-next.md", "# Next\n")
+    assert b.sync.cycle()
+    theirs, ran = git.fetch(a.root, "origin", "main")  # again: a merge over an unpushed one
+    assert ran.ok and theirs is not None
+    a.sync._merge("origin", theirs)
     b.write("b-more.md", "# More\n")
     b.ws.apply(CommandMeta("test.move", actor="owner"), [Move("b-more.md", "b-moved.md")])
     assert b.sync.cycle()
