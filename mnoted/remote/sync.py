@@ -47,6 +47,7 @@ T = TypeVar("T")
 STATE_FILE = "remote.json"
 _PUSH_ATTEMPTS = 4
 _LAND_ATTEMPTS = 3
+_NOTE_JOBS = 100_000  # (jobs of blockids.MAX_NOTED pages: far beyond any workspace)
 
 
 @dataclass(frozen=True)
@@ -281,9 +282,7 @@ class RemoteSync:
                 or (theirs is not None and self._descends(theirs, head))
             ):
                 return True
-            notes = None
-            if self._ids_out is not None:
-                notes = self._on_writer(partial(self._ids_out, theirs, name))
+            notes = self._note_ids(theirs, name)
             ran = git.push(self.root, name, head, branch, notes)
             if ran.ok:
                 faults.point("sync-pushed")
@@ -407,6 +406,20 @@ class RemoteSync:
                 self._save()
 
     # -- helpers ------------------------------------------------------------------------------
+    def _note_ids(self, theirs: str | None, name: str) -> str | None:
+        """The notes commit to push with HEAD: every page version pushed noted, in writer jobs
+        of a bounded number of pages each (``blockids.MAX_NOTED``): a job notes the next
+        pages, until one adds none (its notes commit is the last one's)."""
+        if self._ids_out is None:
+            return None
+        notes: str | None = None
+        for _ in range(_NOTE_JOBS):
+            last = notes
+            notes = self._on_writer(partial(self._ids_out, theirs, name))
+            if notes == last:
+                break
+        return notes
+
     def _settings(self) -> Configured:
         if self._configured is None:
             return Configured(interval=self.config.interval, push_delay=self.config.push_delay)

@@ -465,3 +465,30 @@ def test_a_remote_named_in_the_workspace_config(
     run_git(b.root, "remote", "set-url", "nas", "file:///nowhere.git")
     assert b.sync.cycle()  # (the config is the truth for its remote's URL)
     assert run_git(b.root, "remote", "get-url", "nas").strip() == bare.as_uri()
+
+
+def test_every_page_pushed_is_noted_in_bounded_jobs(
+    pair: tuple[Device, Device, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More pages than one writer job notes (``MAX_NOTED``): the sync notes them in several
+    jobs before the push, so the other device takes every page's ids as this one has them."""
+    a, b, _ = pair
+    monkeypatch.setattr(blockids, "MAX_NOTED", 2)
+    calls: list[int] = []
+    out = a.sync._ids_out
+    assert out is not None
+    a.sync._ids_out = lambda since, remote: calls.append(1) or out(since, remote)
+    decided: dict[str, list[str]] = {}
+    for n in range(7):
+        path = f"many{n}.md"
+        a.write(path, f"# T{n}\n\none {n}\n\ntwo {n}\n")
+        doc, blob = a.ws.resolve(path), a.ws.blob_id(path)
+        assert blob is not None
+        data = a.ws.read_blob(blob)
+        assert data is not None
+        decided[path] = [f"h_{n}", f"p_one_{n}", f"p_two_{n}"]  # (no derivation gives these)
+        a.pages.remember_ids(a.ws, doc, blob, parse_page(data, path, ids=decided[path]))
+    assert a.sync.cycle()
+    assert len(calls) >= 4  # (7 pages, 2 a job, and one that noted nothing)
+    assert b.sync.cycle()
+    assert {path: block_ids(b, path) for path in decided} == decided
