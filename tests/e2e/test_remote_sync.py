@@ -209,31 +209,45 @@ def edit_at_random(
     rng: random.Random, d: DaemonProcess, side: str, n: int, written: list[str]
 ) -> None:
     """One to three edits on ``d``: a block changed or added, by an editor's save or an
-    agent's call; each carries a token recorded in ``written``."""
+    agent's call; each carries a token recorded in ``written``. The agent edits by search
+    and replace, so a version the sync landed meanwhile is edited, never overwritten (a
+    whole-page replace from a stale read would drop what arrived: the caller's loss)."""
     for k in range(rng.randint(1, 3)):
         token = f"tok-{side}-{n}-{k}"
         written.append(token)
         page = rng.choice(["plan.md", "log.md", f"{side}-{n % 2}.md"])
-        path = d.workspace / page
-        old = path.read_text() if path.exists() else f"# {page}\n"
-        lines = old.split("\n\n")
-        if rng.random() < 0.5 and len(lines) > 1:
-            i = rng.randrange(1, len(lines))
-            lines[i] = lines[i].rstrip("\n") + f" {token}"
+        change = rng.random() < 0.5
+        editor = rng.random() < 0.5
+        word = rng.choice(WORDS)
+        for _ in range(20):
+            path = d.workspace / page
+            old = path.read_text() if path.exists() else f"# {page}\n"
+            blocks = old.rstrip("\n").split("\n\n")
+            i = rng.randrange(1, len(blocks)) if change and len(blocks) > 1 else None
+            if i is not None:
+                search, replace = blocks[i], blocks[i] + f" {token}"
+            else:
+                search = blocks[-1]
+                replace = f"{blocks[-1]}\n\n{word} {token}"
+            if editor:
+                new = old.replace(search, replace, 1) if path.exists() else f"{replace}\n"
+                path.write_text(new)  # an editor's save
+                break
+            if path.exists():
+                answer = d.client().call(
+                    "mnote.doc.markdown_edit",
+                    page,
+                    {"operations": [{"search": search, "replace": replace}]},
+                )
+            else:
+                answer = d.client().call(
+                    "mnote.page.create", None, {"path": page, "content": f"{replace}\n"}
+                )
+            if answer["ok"]:
+                break
+            time.sleep(0.05)  # (the page changed under the read, or appeared: read again)
         else:
-            lines.append(f"{rng.choice(WORDS)} {token}")
-        new = "\n\n".join(lines).rstrip("\n") + "\n"
-        if rng.random() < 0.5:
-            path.write_text(new)  # an editor's save
-        else:
-            answer = d.client().call(
-                "mnote.page.save" if path.exists() else "mnote.page.create",
-                page if path.exists() else None,
-                {"content": [{"markdown": new}], "mode": "replace"}
-                if path.exists()
-                else {"path": page, "content": new},
-            )
-            assert answer["ok"], answer
+            raise AssertionError(f"{token} could not be written: {answer}")
 
 
 def nothing_lost_and_ids_agree(devices: list[DaemonProcess], written: list[str]) -> None:
@@ -319,7 +333,9 @@ def test_three_daemons_over_smart_http() -> None:
 
 
 def _sessions(d: DaemonProcess) -> list[Any]:
-    return list(json.loads(d.cli("--json", "review", "list").stdout)["result"]["sessions"])
+    """The review sessions of ``d``, each with its proposal (a held version's text)."""
+    listed = json.loads(d.cli("--json", "review", "list").stdout)["result"]["sessions"]
+    return [call(d, "mnote.review.get", None, sessionId=s["sessionId"]) for s in listed]
 
 
 class Events:
