@@ -55,8 +55,10 @@ def edit_para(text: str, k: int, tag: str) -> str:
     return text.replace(f"Paragraph {k} of", f"Paragraph {k} ({tag}) of", 1)
 
 
-def merge_cost(tmp: Path, n: int, env: dict[str, str], overlap: bool) -> dict[str, object]:
-    base = tmp / f"merge-{n}-{int(overlap)}"
+def merge_cost(
+    tmp: Path, n: int, env: dict[str, str], overlap: bool, history: int = 0
+) -> dict[str, object]:
+    base = tmp / f"merge-{n}-{int(overlap)}-{history}"
     bare = base / "remote.git"
     base.mkdir()
     sh(base, "git", "init", "-q", "--bare", "-b", "main", str(bare), env=env)
@@ -64,6 +66,10 @@ def merge_cost(tmp: Path, n: int, env: dict[str, str], overlap: bool) -> dict[st
     for i in range(PAGES):
         (origin.root / f"p{i:03}.md").write_text(page_text(i))
     origin.commit_external([f"p{i:03}.md" for i in range(PAGES)])
+    for c in range(history):  # shared history both devices have before they part
+        path = f"p{c % PAGES:03}.md"
+        text = (origin.root / path).read_text()
+        write(origin, path, text.rstrip("\n") + f"\n\nolder line {c}\n")
     sh(origin.root, "git", "remote", "add", "origin", bare.as_uri(), env=env)
     sh(origin.root, "git", "push", "-q", "origin", "main", env=env)
     sh(base, "git", "clone", "-q", bare.as_uri(), "ours", env=env)
@@ -104,8 +110,8 @@ def merge_cost(tmp: Path, n: int, env: dict[str, str], overlap: bool) -> dict[st
     t_merge = time.perf_counter() - t1
     sh(ws.root, "git", "push", "-q", "origin", "HEAD:main", env=env)
     ws.close()
-    # the other device fast-forwards over that merge: its first parent is not this
-    # device's history, so the sidecar is rebuilt along it (docs/remote.md)
+    # the other device fast-forwards over that merge: the merge's first parent is the head
+    # it pushed, so only the merge is indexed (it rebuilt when the first parent was ours)
     other = Workspace.open(base / "origin")
     back, ran = git.fetch(other.root, "origin", "main")
     assert ran.ok and back is not None, ran.err
@@ -193,30 +199,35 @@ def main() -> None:
     ap.add_argument("--commits", default="100,1000")
     ap.add_argument("--writes", type=int, default=10)
     ap.add_argument("--interval", type=float, default=1.0)
+    ap.add_argument("--history", default="0", help="shared commits before the devices part")
+    ap.add_argument("--no-latency", action="store_true")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="mnsync") as tmp:
         base = Path(tmp)
         env = daemon_env(base / "home")
         os.environ.update({k: v for k, v in env.items() if k.startswith("GIT_")})
-        times = latency(base, args.writes, args.interval, env)
-        print(
-            f"write on one device -> file on the other (fetch every {args.interval:g} s, "
-            f"push after 0.1 s): median {statistics.median(times) * 1000:.0f} ms, "
-            f"max {max(times) * 1000:.0f} ms ({len(times)} writes)"
-        )
-        for n in (int(x) for x in args.commits.split(",")):
-            for overlap in (False, True):
-                r = merge_cost(base, n, env, overlap)
-                kind = "same pages, other blocks" if overlap else "disjoint pages"
-                print(
-                    f"{n} incoming commits ({kind}): git fetch {r['fetch_ms']:.0f} ms; "
-                    f"merge + landing {r['merge_land_ms']:.0f} ms "
-                    f"({r['pages_merged']} pages merged on blocks, {r['held']} held); "
-                    f"the other device's fast-forward over it {r['ff_ms']:.0f} ms "
-                    f"(a sidecar rebuild along {n + 2} commits: {r['rebuild_ms']:.0f} ms); "
-                    f"baseline git pull {r['git_pull_ms']:.0f} ms "
-                    f"({'merged' if r['git_pull_ok'] else 'stopped at a conflict'})"
-                )
+        if not args.no_latency:
+            times = latency(base, args.writes, args.interval, env)
+            print(
+                f"write on one device -> file on the other (fetch every {args.interval:g} s, "
+                f"push after 0.1 s): median {statistics.median(times) * 1000:.0f} ms, "
+                f"max {max(times) * 1000:.0f} ms ({len(times)} writes)"
+            )
+        for h in (int(x) for x in args.history.split(",")):
+            for n in (int(x) for x in args.commits.split(",")):
+                for overlap in (False, True):
+                    r = merge_cost(base, n, env, overlap, h)
+                    kind = "same pages, other blocks" if overlap else "disjoint pages"
+                    print(
+                        f"{h} shared, {n} incoming commits ({kind}): "
+                        f"git fetch {r['fetch_ms']:.0f} ms; "
+                        f"merge + landing {r['merge_land_ms']:.0f} ms "
+                        f"({r['pages_merged']} pages merged on blocks, {r['held']} held); "
+                        f"the other device's fast-forward over it {r['ff_ms']:.0f} ms "
+                        f"(a sidecar rebuild along {h + n + 2} commits: {r['rebuild_ms']:.0f} ms); "
+                        f"baseline git pull {r['git_pull_ms']:.0f} ms "
+                        f"({'merged' if r['git_pull_ok'] else 'stopped at a conflict'})"
+                    )
         print(json.dumps({"done": True}))
 
 

@@ -17,7 +17,7 @@ import pygit2
 from mnoted.core.merge import Held
 from mnoted.host.runner import WorkspaceRunner
 from mnoted.remote import blockids
-from mnoted.remote.sync import RemoteSync, SyncConfig
+from mnoted.remote.sync import Configured, RemoteSync, SyncConfig
 from mnoted.service import review
 from mnoted.service.actors import Actor
 
@@ -40,6 +40,20 @@ def config_from_env() -> SyncConfig:
         interval=number("MNOTE_SYNC_INTERVAL", 60.0),
         push_delay=number("MNOTE_SYNC_PUSH_DELAY", 2.0),
         host=os.environ.get("MNOTE_SYNC_HOST", ""),
+    )
+
+
+def configured_from(ws_config: Any) -> Configured:
+    """The ``[remote]`` of a workspace's config; ``MNOTE_SYNC_INTERVAL`` and
+    ``MNOTE_SYNC_PUSH_DELAY``, when set, win over its timing (the operator's, and the tests')."""
+    env = config_from_env()
+    return Configured(
+        name=ws_config.remote_name,
+        url=ws_config.remote_url,
+        interval=env.interval if "MNOTE_SYNC_INTERVAL" in os.environ else ws_config.sync_interval,
+        push_delay=(
+            env.push_delay if "MNOTE_SYNC_PUSH_DELAY" in os.environ else ws_config.push_delay
+        ),
     )
 
 
@@ -128,6 +142,7 @@ def attach(runner: WorkspaceRunner, config: SyncConfig | None = None) -> RemoteS
         ids_out=ids_out,
         decided=decided,
         config=config or config_from_env(),
+        configured=lambda: configured_from(ws.config),  # (read per cycle: a reload applies)
     )
 
     def on_event(event: dict[str, Any]) -> None:

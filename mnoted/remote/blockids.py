@@ -25,9 +25,9 @@ from mnoted.store import DocRef, Workspace, indexer
 
 NOTES_REF = "refs/notes/mnote-blockids"
 MAX_NOTED = 500
-"""Pages noted per push: a first push of a large workspace would parse every page on the
-writer thread. Pages beyond it have their ids derived from their text on the other device,
-which gives the ids this device has for every page it has not seen edited."""
+"""Pages noted per call of :func:`publish` (one writer job): a first push of a large
+workspace parses every page, so the sync calls it again until it notes nothing more, and
+the writer serves other calls between the jobs. Every page version pushed is noted."""
 
 
 class PageCache(Protocol):
@@ -126,7 +126,7 @@ def publish(
         if blob in entries:
             continue
         if added >= MAX_NOTED:
-            break  # (the rest: derived afresh there, as here for a page never edited)
+            break  # (the rest: the next call, a writer job of its own)
         try:
             doc = ws.resolve(path)
         except MnoteError:

@@ -88,7 +88,7 @@ def plan_merge(
         _resolve(repo, index, anc, mine, other, plan, their_host, taken)
     _remerge_pages(repo, index, base_tree, ours_c.tree, theirs_c.tree, plan)
     tree = index.write_tree(repo)
-    names = _carried_ids(repo, ours_c.tree, repo[tree].peel(pygit2.Tree), theirs_c)
+    names = _carried_ids(repo, theirs_c.tree, repo[tree].peel(pygit2.Tree), ours_c)
     extra: list[tuple[str, str]] = [("Mnote-Merged", f"{source} {theirs}")]
     extra += [("Mnote-Merged-Page", p) for p in plan.merged]
     extra += [
@@ -100,7 +100,7 @@ def plan_merge(
     meta = CommandMeta(MERGE_COMMAND, actor=MERGE_ACTOR, extra=tuple(extra)).with_command_id()
     text = format_message(meta, [f"{source}"])
     sig = pygit2.Signature(COMMITTER.name, COMMITTER.email)
-    commit = repo.create_commit(None, sig, sig, text, tree, [o, t])
+    commit = repo.create_commit(None, sig, sig, text, tree, [t, o])
     plan.commit = str(commit)
     return plan
 
@@ -236,16 +236,17 @@ def _blob_at(tree: pygit2.Tree, path: str) -> pygit2.Blob | None:
 
 
 def _carried_ids(
-    repo: pygit2.Repository, ours: pygit2.Tree, merged: pygit2.Tree, theirs: pygit2.Commit
+    repo: pygit2.Repository, first: pygit2.Tree, merged: pygit2.Tree, second: pygit2.Commit
 ) -> dict[str, str]:
-    """For each page the merge adds to ours (seen from the first parent), the id theirs'
-    first-parent history gives it; pages pinning an id in frontmatter need none."""
+    """For each page the merge adds to its first parent (the remote's head), the id the
+    second's (this device's) first-parent history gives it, which this device has for it:
+    a replay of the mainline keeps them."""
     added = [
         d.new_path
-        for d in treediff.diff(repo, ours, merged)
+        for d in treediff.diff(repo, first, merged)
         if d.status == "A" and d.new_path and is_page(d.new_path)
     ]
-    return history_ids(repo, theirs, added) if added else {}
+    return history_ids(repo, second, added) if added else {}
 
 
 def history_ids(

@@ -47,6 +47,7 @@ T = TypeVar("T")
 STATE_FILE = "remote.json"
 _PUSH_ATTEMPTS = 4
 _LAND_ATTEMPTS = 3
+_NOTE_JOBS = 100_000  # (jobs of blockids.MAX_NOTED pages: far beyond any workspace)
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,17 @@ class SyncConfig:
     push_max_delay: float = 10.0  # ... or this long after the first of them
     backoff_max: float = 300.0  # the longest wait after failures
     host: str = ""  # names this device in conflict copies (default: the host name)
+
+
+@dataclass(frozen=True)
+class Configured:
+    """What the workspace config (``[remote]`` of ``.mnote/config.toml``) asks for, read at
+    every cycle (a reload applies from the next): a remote to keep, and the timing."""
+
+    name: str = "origin"
+    url: str = ""  # "" = none named there
+    interval: float = 60.0
+    push_delay: float = 2.0
 
 
 class RemoteSync:
@@ -75,6 +87,7 @@ class RemoteSync:
         ids_out: Callable[[str | None, str], str | None] | None = None,
         decided: Callable[[list[str]], set[str]] | None = None,
         config: SyncConfig | None = None,
+        configured: Callable[[], Configured] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.root = root
@@ -89,6 +102,7 @@ class RemoteSync:
         self._ids_in = ids_in
         self._ids_out = ids_out
         self._decided = decided
+        self._configured = configured
         self._clock = clock
         self._lock = threading.Condition()
         self._state: dict[str, Any] = self._load()
@@ -116,12 +130,11 @@ class RemoteSync:
     def committed(self) -> None:
         """A local commit landed: push once commits pause (debounced)."""
         now = self._clock()
+        delay = self._settings().push_delay
         with self._lock:
             if self._push_first is None:
                 self._push_first = now
-            self._push_at = min(
-                now + self.config.push_delay, self._push_first + self.config.push_max_delay
-            )
+            self._push_at = min(now + delay, self._push_first + self.config.push_max_delay)
             self._lock.notify_all()
 
     def sync_now(self, *, resume: bool = False, timeout: float = 120.0) -> dict[str, Any]:
@@ -204,7 +217,7 @@ class RemoteSync:
             with self._lock:
                 self._running = False
                 self._failures = 0 if ok else self._failures + 1
-                wait = self.config.interval
+                wait = self._settings().interval
                 if not ok:  # doubling from the interval, up to backoff_max
                     wait = min(
                         max(self.config.backoff_max, wait),
@@ -216,6 +229,7 @@ class RemoteSync:
 
     def cycle(self) -> bool:
         """One fetch-merge-push round with every remote; True if all went through."""
+        self._keep_configured()
         try:
             repo = pygit2.Repository(str(self.root))
             names = [r.name for r in repo.remotes if r.name and not r.name.startswith("-")]
@@ -268,9 +282,7 @@ class RemoteSync:
                 or (theirs is not None and self._descends(theirs, head))
             ):
                 return True
-            notes = None
-            if self._ids_out is not None:
-                notes = self._on_writer(partial(self._ids_out, theirs, name))
+            notes = self._note_ids(theirs, name)
             ran = git.push(self.root, name, head, branch, notes)
             if ran.ok:
                 faults.point("sync-pushed")
@@ -394,6 +406,48 @@ class RemoteSync:
                 self._save()
 
     # -- helpers ------------------------------------------------------------------------------
+    def _note_ids(self, theirs: str | None, name: str) -> str | None:
+        """The notes commit to push with HEAD: every page version pushed noted, in writer jobs
+        of a bounded number of pages each (``blockids.MAX_NOTED``): a job notes the next
+        pages, until one adds none (its notes commit is the last one's)."""
+        if self._ids_out is None:
+            return None
+        notes: str | None = None
+        for _ in range(_NOTE_JOBS):
+            last = notes
+            notes = self._on_writer(partial(self._ids_out, theirs, name))
+            if notes == last:
+                break
+        return notes
+
+    def _settings(self) -> Configured:
+        if self._configured is None:
+            return Configured(interval=self.config.interval, push_delay=self.config.push_delay)
+        try:
+            return self._configured()
+        except Exception:  # (the last good config is the workspace's business; never fatal)
+            log.exception("sync settings of %s unreadable", self.root)
+            return Configured(interval=self.config.interval, push_delay=self.config.push_delay)
+
+    def _keep_configured(self) -> None:
+        """The remote the workspace config names exists in the repository with its URL (the
+        config is the truth for that name; a remote it stops naming is left as it is)."""
+        wanted = self._settings()
+        if not wanted.url:
+            return
+        try:
+            repo = pygit2.Repository(str(self.root))
+            found = next((r for r in repo.remotes if r.name == wanted.name), None)
+            if found is None:
+                repo.remotes.create(wanted.name, wanted.url)
+            elif found.url != wanted.url:
+                repo.remotes.set_url(wanted.name, wanted.url)
+            else:
+                return
+            log.info("sync: remote %s set from the workspace config", wanted.name)
+        except (pygit2.GitError, ValueError) as exc:
+            self._note_error(wanted.name, f"the configured remote cannot be set: {exc}")
+
     def _local_head(self) -> str | None:
         assert self._head is not None
         head: str | None = self._on_writer(lambda: self._head() if self._head else (None, ""))[0]

@@ -54,6 +54,10 @@ class WorkspaceConfig:
     max_request_bytes: int = 4_194_304
     ignore_patterns: tuple[str, ...] = ()
     approval_mode: str = "review"  # yolo | review | required
+    remote_name: str = "origin"  # [remote]: a Git remote the sync keeps (docs/remote.md)
+    remote_url: str = ""  # "" = none named here (`mnote remote add` still works)
+    sync_interval: float = 60.0  # fetch this often (seconds)
+    push_delay: float = 2.0  # push once local commits paused this long (seconds)
 
     def is_ignored(self, path: str) -> bool:
         """Whether a workspace-relative path matches one of the ignore patterns."""
@@ -80,6 +84,8 @@ class WorkspaceConfig:
         profile = read_table(data, "profile", SETTINGS["profile"], origin)
         limits = read_table(data, "limits", SETTINGS["limits"], origin)
         ignore = read_table(data, "ignore", SETTINGS["ignore"], origin)
+        remote = read_table(data, "remote", SETTINGS["remote"], origin)
+        _check_remote(remote, origin)
         unknown = [t for t in profile["disabledTools"] if _known_tools and t not in _known_tools]
         if unknown:
             raise WorkspaceInvalid(
@@ -96,6 +102,10 @@ class WorkspaceConfig:
             max_request_bytes=limits["maxRequestBytes"],
             ignore_patterns=tuple(ignore["patterns"]),
             approval_mode=profile["approvalMode"],
+            remote_name=remote["name"],
+            remote_url=remote["url"],
+            sync_interval=remote["interval"],
+            push_delay=remote["pushDelay"],
         )
 
     @classmethod
@@ -144,6 +154,46 @@ SETTINGS: dict[str | None, dict[str, Setting]] = {
         "maxRequestBytes": Setting("int", WorkspaceConfig.max_request_bytes, 4096, 1 << 30),
     },
     "ignore": {"patterns": Setting("list", [])},
+    "remote": {
+        "name": Setting("str", WorkspaceConfig.remote_name),
+        "url": Setting("str", WorkspaceConfig.remote_url),
+        "interval": Setting("float", WorkspaceConfig.sync_interval, 1, 86_400),
+        "pushDelay": Setting("float", WorkspaceConfig.push_delay, 0.1, 3_600),
+    },
 }
 """Every key of ``.mnote/config.toml``, by table (None: the top level), with its type,
 default and range."""
+
+
+_REMOTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def _check_remote(remote: dict[str, object], origin: str) -> None:
+    """A remote's name as ``git remote`` takes one; a URL that holds no password (the file
+    is committed and synced: a secret in it would travel with the notes)."""
+    name = str(remote["name"])
+    if not _REMOTE_NAME.fullmatch(name):
+        raise WorkspaceInvalid(
+            f"{origin}: [remote] name = {name!r} is not a Git remote name",
+            hint=f"Use letters, digits, '.', '_' or '-' (e.g. \"origin\") in {origin}.",
+            file=origin,
+            key="remote.name",
+        )
+    url = str(remote["url"])
+    if any(c.isspace() for c in url) or url.startswith("-"):
+        raise WorkspaceInvalid(
+            f"{origin}: [remote] url is not a URL git can use",
+            hint=f"Write it as `git clone` takes it (ssh://, https://, file://, host:path) in "
+            f"{origin}.",
+            file=origin,
+            key="remote.url",
+        )
+    user = url.partition("://")[2].partition("/")[0].rpartition("@")[0]
+    if ":" in user:
+        raise WorkspaceInvalid(
+            f"{origin}: [remote] url holds a password",
+            hint="This file is committed and synced with the notes: leave the password out "
+            "and let git's credential helper or SSH agent supply it.",
+            file=origin,
+            key="remote.url",
+        )

@@ -224,12 +224,22 @@ def advance(
     ``written`` maps commits the caller made to the paths each wrote (a shortcut for the diff).
 
     When the indexed commit is a first-parent ancestor of ``head`` only the new commits are
-    replayed (and our own commits' paths are marked for the Git index refresh); otherwise
-    (history rewritten, another branch checked out, fresh sidecar) everything is rebuilt.
+    replayed (and our own commits' paths are marked for the Git index refresh); when it is
+    the second parent of ``head`` (a merge this device made of the remote's head into its
+    own) :func:`advance_merge` indexes it in one step; otherwise (history rewritten, another
+    branch checked out, fresh sidecar) everything is rebuilt.
     """
     old = side.get_meta("indexed_head")  # "" = indexed an unborn branch; None = nothing
     if old == (head or "") and side.get_meta("branch") == branch:
         return False
+    if old and head is not None:  # the device's own merge, its head the second parent
+        top = repo[head]
+        if (
+            isinstance(top, pygit2.Commit)
+            and [str(p) for p in top.parent_ids[1:]] == [old]
+            and advance_merge(repo, side, top, branch) is not None
+        ):
+            return False
     chain: list[pygit2.Oid] = []
     found = old == ""
     if head is not None:
@@ -263,3 +273,190 @@ def rebuild(repo: pygit2.Repository, side: Sidecar, head: str | None, branch: st
     """Recompute every history-derived table from the branch's first-parent history."""
     side.set_meta("indexed_head", None)
     advance(repo, side, head, branch)
+
+
+MERGE_WALK = 10_000
+"""Commits walked on each side of a merge to its base before :func:`advance_merge` gives
+up (the caller rebuilds instead)."""
+
+
+def advance_merge(
+    repo: pygit2.Repository, side: Sidecar, merge: pygit2.Commit, branch: str
+) -> list[str] | None:
+    """Index ``merge`` on the device that made it, whose indexed head is the merge's second
+    parent (its own commits) while the first parent is the remote's head (the mainline
+    every device replays), in one step: the sidecar ends as a replay of the mainline would
+    leave it, for the price of the commits on either side since the merge base.
+
+    The documents whose id a mainline replay could give otherwise than this sidecar are those
+    changed since the base on either side or by the merge: their ids are replayed along the
+    incoming commits and the merge from the ids the base gave them, and the sidecar's rows
+    set to them. The base's ids are the sidecar's rows before the commits made here since
+    the base; where this device's newest merge on its first-parent line is not pushed yet
+    (the remote moved on meanwhile), that merge's first parent is the base and its rows the
+    mainline's at it, the base's for every page it has that the merge kept without a new
+    pin. Returns the paths changed, or None (nothing done: the caller rebuilds) when a side
+    does not reach the base along first parents within :data:`MERGE_WALK` commits, or that
+    merge deleted a page the base has or pinned it anew.
+    """
+    if len(merge.parents) != 2:
+        return None
+    theirs, ours = merge.parents
+    if side.get_meta("indexed_head") != str(ours.id) or side.get_meta("branch") != branch:
+        return None
+    base = repo.merge_base(theirs.id, ours.id)
+    if base is None:
+        return None
+    incoming: list[pygit2.Commit] = []
+    current: pygit2.Commit | None = theirs
+    while current is not None and current.id != base:
+        if len(incoming) >= MERGE_WALK:
+            return None
+        incoming.append(current)
+        current = current.parents[0] if current.parents else None
+    if current is None:
+        return None  # (the base is not on the remote's first-parent history)
+    above: set[str] = set()  # this device's commits on its line since the base or its merge
+    top: pygit2.Commit | None = None
+    current = ours
+    while current is not None and current.id != base:
+        if len(current.parents) == 2:
+            top = current
+            break
+        if len(above) >= MERGE_WALK:
+            return None
+        above.add(str(current.id))
+        current = current.parents[0] if current.parents else None
+    if (top is None and current is None) or (top is not None and top.parent_ids[0] != base):
+        return None
+    walker = repo.walk(ours.id)
+    walker.hide(base)
+    local: set[str] = set()  # every commit indexed here since the base (their rows are last)
+    for commit in walker:
+        if len(local) >= MERGE_WALK:
+            return None
+        local.add(str(commit.id))
+    base_tree = repo[base].peel(pygit2.Tree)
+    at_base: dict[str, str | None] = {}
+
+    renamed: dict[str, str] | None = None  # base path -> its path at that merge
+
+    def base_id(path: str) -> str | None:
+        nonlocal renamed
+        if path not in at_base:
+            doc = None
+            was = _blob_in(base_tree, path)
+            if was is not None:
+                now = path
+                if top is not None:  # (the merge's rows hold the ids it left)
+                    if not _in_tree(top.tree, path):
+                        if renamed is None:
+                            deltas = treediff.diff(repo, base_tree, top.tree)
+                            renamed = {
+                                d.old_path: d.new_path
+                                for d in deltas
+                                if d.status == "R" and d.old_path and d.new_path
+                            }
+                        now = renamed.get(path, "")
+                    kept = _blob_in(top.tree, now) if now else None
+                    if kept is None:
+                        raise _GiveUp(path)
+                    if kept.id != was.id:
+                        pin = pinned_id(kept.data)
+                        if pin is not None and pin != pinned_id(was.data):
+                            raise _GiveUp(path)
+                doc = side.doc_before(now, above)
+            at_base[path] = doc
+        return at_base[path]
+
+    ids: dict[str, str | None] = {}  # path -> id as the mainline replay gives it
+
+    def replayed(cid: str, deltas: Sequence[treediff.Delta], named: Mapping[str, str]) -> None:
+        for d in deltas:
+            if d.status == "D":
+                assert d.old_path is not None
+                ids[d.old_path] = None
+                continue
+            assert d.new_path is not None and d.new_id is not None
+            source = d.old_path if d.status == "R" and d.old_path else d.new_path
+            carried = ids[source] if source in ids else base_id(source)
+            if d.status == "R":
+                ids[source] = None
+            doc = None
+            if is_document(d.new_path):
+                data = _blob_data(repo, d.new_id, d.new_path, cid)
+                doc = pinned_id(data) or carried or named.get(d.new_path)
+                doc = doc or generated_id(cid, d.new_path)
+            ids[d.new_path] = doc
+
+    mid = str(merge.id)
+    mine = treediff.diff(repo, ours.tree, merge.tree)
+    try:
+        for commit in reversed(incoming):
+            parent = commit.parents[0].tree if commit.parents else None
+            deltas = treediff.diff(repo, parent, commit.tree)
+            replayed(str(commit.id), deltas, named_ids(commit.message))
+        replayed(mid, treediff.diff(repo, theirs.tree, merge.tree), named_ids(merge.message))
+        candidates = set(ids) | side.paths_since(local)  # (changed on either side, or by it)
+        candidates |= {d.new_path for d in mine if d.new_path and d.status != "D"}
+        target = {
+            path: ids[path] if path in ids else base_id(path)
+            for path in candidates
+            if is_document(path) and _in_tree(merge.tree, path)
+        }
+    except _GiveUp:
+        return None
+    side.begin()
+    try:
+        changed: list[str] = []
+        written: set[str] = set()
+        for d in mine:
+            if d.status in ("D", "R"):
+                assert d.old_path is not None
+                row = side.file(d.old_path)
+                side.drop_file(d.old_path)
+                changed.append(d.old_path)
+                if d.status == "D":
+                    side.add_change(mid, row[2] if row else None, d.old_path, None, "D")
+                    continue
+            assert d.new_path is not None and d.new_id is not None
+            doc = target.get(d.new_path)
+            side.put_file(d.new_path, d.new_id, mid, doc)
+            side.add_change(mid, doc, d.new_path, d.old_path if d.status == "R" else None, d.status)
+            changed.append(d.new_path)
+            written.add(d.new_path)
+        for path in sorted(set(target) - written):
+            row = side.file(path)
+            doc = target[path]
+            if row is not None and doc is not None and doc != row[2]:  # (its id differed here)
+                side.put_file(path, row[0], row[1], doc)
+                side.add_change(mid, doc, path, None, "M")
+        _record_command(side, mid, merge.message, merge.commit_time, {})
+        if merge.committer.email == COMMITTER_EMAIL:  # (as a replay marks its own commits)
+            side.mark_index_pending(changed)
+        side.set_meta("indexed_head", mid)
+        side.commit()
+    except BaseException:
+        side.rollback()
+        raise
+    return changed
+
+
+class _GiveUp(Exception):
+    """:func:`advance_merge` cannot vouch for an id: the caller rebuilds."""
+
+
+def _blob_in(tree: pygit2.Tree, path: str) -> pygit2.Blob | None:
+    try:
+        obj = tree[path]
+    except KeyError:
+        return None
+    return obj if isinstance(obj, pygit2.Blob) else None
+
+
+def _in_tree(tree: pygit2.Tree, path: str) -> bool:
+    try:
+        tree[path]
+    except KeyError:
+        return False
+    return True

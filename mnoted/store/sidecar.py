@@ -374,6 +374,34 @@ class Sidecar:
         else:
             self.conn.execute(_ADD_CHANGES, row)
 
+    def doc_before(self, path: str, skip: set[str]) -> str | None:
+        """The document id of ``path``'s latest change by a commit not in ``skip`` (what
+        :func:`indexer.advance_merge` asks for the id a merge base gave a path)."""
+        self._write_rows()
+        for commit, doc, status in self.conn.execute(
+            "SELECT commit_id, doc_id, status FROM changes WHERE path = ? ORDER BY seq DESC",
+            (path,),
+        ):
+            if commit not in skip:
+                return None if status == "D" else (str(doc) if doc else None)
+        return None
+
+    def paths_since(self, commits: set[str]) -> set[str]:
+        """Paths (new and old) of the latest change rows, as long as their commit is in
+        ``commits``: the rows of the commits indexed since a merge base, which are the last
+        ones written (the rows before them are of the base's ancestors)."""
+        self._write_rows()
+        out: set[str] = set()
+        for commit, path, old in self.conn.execute(
+            "SELECT commit_id, path, old_path FROM changes ORDER BY seq DESC"
+        ):
+            if commit not in commits:
+                break
+            out.add(str(path))
+            if old:
+                out.add(str(old))
+        return out
+
     def history(self, doc_id: str | None, path: str, limit: int) -> list[HistoryEntry]:
         self._write_rows()
         where, arg = ("c.doc_id = ?", doc_id) if doc_id else ("c.path = ?", path)

@@ -200,48 +200,142 @@ def test_random_concurrent_edits_lose_nothing(pair: Pair) -> None:
     written: list[str] = []
     for n in range(ROUNDS):
         for side, d in (("a", a), ("b", b)):
-            for k in range(rng.randint(1, 3)):
-                token = f"tok-{side}-{n}-{k}"
-                written.append(token)
-                page = rng.choice(["plan.md", "log.md", f"{side}-{n % 2}.md"])
-                path = d.workspace / page
-                old = path.read_text() if path.exists() else f"# {page}\n"
-                lines = old.split("\n\n")
-                if rng.random() < 0.5 and len(lines) > 1:
-                    i = rng.randrange(1, len(lines))
-                    lines[i] = lines[i].rstrip("\n") + f" {token}"
-                else:
-                    lines.append(f"{rng.choice(WORDS)} {token}")
-                new = "\n\n".join(lines).rstrip("\n") + "\n"
-                if rng.random() < 0.5:
-                    path.write_text(new)  # an editor's save
-                else:
-                    answer = d.client().call(
-                        "mnote.page.save" if path.exists() else "mnote.page.create",
-                        page if path.exists() else None,
-                        {"content": [{"markdown": new}], "mode": "replace"}
-                        if path.exists()
-                        else {"path": page, "content": new},
-                    )
-                    assert answer["ok"], answer
+            edit_at_random(rng, d, side, n, written)
         pair.settle(timeout=45)
-    everything = "".join(t.decode("utf-8", "replace") for t in tree(a.workspace).values())
-    held = json.dumps([_sessions(d) for d in (a, b)])
+    nothing_lost_and_ids_agree([a, b], written)
+
+
+def edit_at_random(
+    rng: random.Random, d: DaemonProcess, side: str, n: int, written: list[str]
+) -> None:
+    """One to three edits on ``d``: a block changed or added, by an editor's save or an
+    agent's call; each carries a token recorded in ``written``. The agent edits by search
+    and replace, so a version the sync landed meanwhile is edited, never overwritten (a
+    whole-page replace from a stale read would drop what arrived: the caller's loss)."""
+    for k in range(rng.randint(1, 3)):
+        token = f"tok-{side}-{n}-{k}"
+        written.append(token)
+        page = rng.choice(["plan.md", "log.md", f"{side}-{n % 2}.md"])
+        change = rng.random() < 0.5
+        editor = rng.random() < 0.5
+        word = rng.choice(WORDS)
+        for _ in range(20):
+            path = d.workspace / page
+            old = path.read_text() if path.exists() else f"# {page}\n"
+            blocks = old.rstrip("\n").split("\n\n")
+            i = rng.randrange(1, len(blocks)) if change and len(blocks) > 1 else None
+            if i is not None:
+                search, replace = blocks[i], blocks[i] + f" {token}"
+            else:
+                search = blocks[-1]
+                replace = f"{blocks[-1]}\n\n{word} {token}"
+            if editor:
+                new = old.replace(search, replace, 1) if path.exists() else f"{replace}\n"
+                path.write_text(new)  # an editor's save
+                break
+            if path.exists():
+                answer = d.client().call(
+                    "mnote.doc.markdown_edit",
+                    page,
+                    {"operations": [{"search": search, "replace": replace}]},
+                )
+            else:
+                answer = d.client().call(
+                    "mnote.page.create", None, {"path": page, "content": f"{replace}\n"}
+                )
+            if answer["ok"]:
+                break
+            time.sleep(0.05)  # (the page changed under the read, or appeared: read again)
+        else:
+            raise AssertionError(f"{token} could not be written: {answer}")
+
+
+def nothing_lost_and_ids_agree(devices: list[DaemonProcess], written: list[str]) -> None:
+    """Every token is in a page or a held version (a review session); every page and block
+    has one id on all devices."""
+    everything = "".join(t.decode("utf-8", "replace") for t in tree(devices[0].workspace).values())
+    held = json.dumps([_sessions(d) for d in devices])
     lost = [t for t in written if t not in everything and t not in held]
     assert lost == []
-    # one id per page and per block on both devices
     listed = [
         {p["path"]: p["documentId"] for p in call(d, "mnote.workspace.list", None)["pages"]}
-        for d in (a, b)
+        for d in devices
     ]
-    assert listed[0] == listed[1]
+    differ = {
+        p: [ids.get(p) for ids in listed]
+        for p in set().union(*listed)
+        if len({ids.get(p) for ids in listed}) > 1
+    }
+    assert differ == {}
     for path in listed[0]:
-        blocks = [[x["id"] for x in call(d, "mnote.page.get", path)["blocks"]] for d in (a, b)]
-        assert blocks[0] == blocks[1], path
+        blocks = [[x["id"] for x in call(d, "mnote.page.get", path)["blocks"]] for d in devices]
+        assert all(ids == blocks[0] for ids in blocks), (path, blocks)
+
+
+HTTP_ROUNDS = int(os.environ.get("MNOTE_SYNC_HTTP_ROUNDS", "2"))
+
+
+def test_three_daemons_over_smart_http() -> None:
+    """Three daemons sync through ``git http-backend`` (Git's smart HTTP behind a localhost
+    server): random concurrent edits on all three (``MNOTE_SYNC_HTTP_ROUNDS`` rounds) end
+    on one head and one tree, nothing lost, one id per page and block everywhere."""
+    from tests.e2e import githttp
+
+    rng = random.Random(4545)
+    with tempfile.TemporaryDirectory(prefix="mn") as tmp:
+        base = Path(tmp)
+        served = base / "srv"
+        served.mkdir()
+        bare = githttp.bare(served, "notes.git")
+        server, root = githttp.serve(served)
+        url = root + "notes.git"
+        env = dict(SYNC_ENV, no_proxy="127.0.0.1,localhost", NO_PROXY="127.0.0.1,localhost")
+        devices: list[DaemonProcess] = []
+        try:
+            for n, host in enumerate(("laptop", "desktop", "server")):
+                ws = base / host / "notes"
+                if n == 0:
+                    Workspace.init(ws).close()
+                    (ws / "plan.md").write_text("# Plan\n\nShip on Monday.\n\n- one\n- two\n")
+                else:
+                    run_git(base, "clone", "-q", url, str(ws))
+                    Workspace.init(ws).close()
+                d = DaemonProcess(base / host, ws)
+                d.env.update(env, MNOTE_SYNC_HOST=host)
+                d.start()
+                devices.append(d)
+                if n == 0:
+                    added = d.cli("remote", "add", "origin", url, "--workspace", str(ws))
+                    assert added.returncode == 0, added.stderr
+                    out = d.cli("sync", "now")
+                    assert out.returncode == 0, out.stdout + out.stderr
+
+            def converged() -> bool:
+                heads = {d.git("rev-parse", "HEAD").strip() for d in devices}
+                remote = run_git(bare, "rev-parse", "main").strip()
+                trees = [tree(d.workspace) for d in devices]
+                return heads == {remote} and all(t == trees[0] for t in trees)
+
+            written: list[str] = []
+            for n in range(HTTP_ROUNDS):
+                for side, d in zip("abc", devices, strict=True):
+                    edit_at_random(rng, d, side, n, written)
+                wait_for(converged, "three devices at one head and one tree", 60)
+            nothing_lost_and_ids_agree(devices, written)
+            status = json.loads(devices[2].cli("--json", "status").stdout)
+            remote = status["workspaces"][0]["remote"]["remotes"][0]
+            assert remote["url"] == url and remote["lastError"] is None
+        finally:
+            for d in devices:
+                if d.proc is not None and d.proc.poll() is None:
+                    d.stop()
+            server.shutdown()
 
 
 def _sessions(d: DaemonProcess) -> list[Any]:
-    return list(json.loads(d.cli("--json", "review", "list").stdout)["result"]["sessions"])
+    """The review sessions of ``d``, each with its proposal (a held version's text)."""
+    listed = json.loads(d.cli("--json", "review", "list").stdout)["result"]["sessions"]
+    return [call(d, "mnote.review.get", None, sessionId=s["sessionId"]) for s in listed]
 
 
 class Events:

@@ -43,6 +43,12 @@ GOOD = 'workspaceId = "ws_1"\n'
         ("limits = 3\n", "[limits] must be a table"),
         ("[limits]\nmaxFileByte = 10\n", "unknown setting [limits] maxFileByte"),
         ("[profle]\n", "unknown setting profle"),
+        ("[remote]\ninterval = 0\n", "interval = 0"),
+        ('[remote]\npushDelay = "2s"\n', 'pushDelay = "2s"'),
+        ("[remote]\nurl = 5\n", "url = 5"),
+        ('[remote]\nname = "my remote"\n', "[remote] name"),
+        ('[remote]\nurl = "https://me:s3cret@host/notes.git"\n', "[remote] url holds a password"),
+        ('[remote]\nurls = "x"\n', "unknown setting [remote] urls"),
     ],
 )
 def test_each_bad_workspace_setting_is_refused_by_name(text: str, key: str) -> None:
@@ -51,6 +57,7 @@ def test_each_bad_workspace_setting_is_refused_by_name(text: str, key: str) -> N
     assert "notes/.mnote/config.toml" in caught.value.message
     assert key in caught.value.message, caught.value.message
     assert caught.value.hint
+    assert "s3cret" not in caught.value.message + caught.value.hint
 
 
 def test_a_disabled_tool_that_is_no_tool_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -310,13 +310,21 @@ def test_over_a_network_transport(tmp_path: Path) -> None:
                 d.ws.close()
 
 
-def test_three_devices_random_edits_lose_nothing(tmp_path: Path) -> None:
+def test_three_devices_random_edits_lose_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Three devices edit pages at random (the same blocks too) and sync in random orders:
-    they end on one tree, and every edit is in a page or a held version."""
+    they end on one tree, every edit is in a page or a held version, and no sidecar was
+    rebuilt on the way (merges and fast-forwards over them indexed in one step)."""
     import os
     import random
 
-    rng = random.Random(7)
+    from mnoted.store.sidecar import Sidecar
+
+    rebuilds: list[int] = []
+    clear = Sidecar.clear_derived
+    monkeypatch.setattr(Sidecar, "clear_derived", lambda self: rebuilds.append(1) or clear(self))
+    rng = random.Random(int(os.environ.get("MNOTE_SYNC_SEED", "7")))
     rounds = int(os.environ.get("MNOTE_SYNC_ROUNDS", "3"))
     bare = tmp_path / "remote.git"
     run_git(tmp_path, "init", "-q", "--bare", "-b", "main", str(bare))
@@ -328,6 +336,7 @@ def test_three_devices_random_edits_lose_nothing(tmp_path: Path) -> None:
     for n in (1, 2):
         run_git(tmp_path, "clone", "-q", bare.as_uri(), str(tmp_path / f"d{n}"))
         devices.append(Device(tmp_path / f"d{n}", f"d{n}"))
+    rebuilds.clear()  # (a new clone's first index is one)
     written: list[str] = []
     try:
         for r in range(rounds):
@@ -361,6 +370,7 @@ def test_three_devices_random_edits_lose_nothing(tmp_path: Path) -> None:
         held += "".join(e["theirs"] for d in devices for e in d.sync._state["held"])
         text = "".join(trees[0].values())
         assert [t for t in written if t not in text and t not in held] == []
+        assert rebuilds == []
         ids = [d.doc_ids() for d in devices]
         assert ids[0] == ids[1] == ids[2]
         for path in ids[0]:
@@ -372,3 +382,114 @@ def test_three_devices_random_edits_lose_nothing(tmp_path: Path) -> None:
     finally:
         for d in devices:
             d.ws.close()
+
+
+def test_merges_are_indexed_in_one_step_with_the_ids_a_rebuild_gives(
+    pair: tuple[Device, Device, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The remote's head is a merge's first parent: the device that fast-forwards over it
+    replays only the merge, the device that made it indexes it in one step (its own commits
+    on the second parent), and neither rebuilds; both end with the ids a rebuild gives,
+    across renames, deletes, pins, a page both created, and a merge made on an unpushed one."""
+    from mnoted.store.sidecar import Sidecar
+
+    a, b, _ = pair
+    rebuilds: list[int] = []
+    clear = Sidecar.clear_derived
+    monkeypatch.setattr(Sidecar, "clear_derived", lambda self: rebuilds.append(1) or clear(self))
+    a.write("moved.md", "# Moved\n\nbody\n")
+    a.write("gone.md", "# Gone\n\nbody\n")
+    settle(a, b)
+    a.ws.apply(CommandMeta("test.move", actor="owner"), [Move("moved.md", "renamed.md")])
+    b.write("moved.md", "# Moved\n\nbody, edited on b\n")
+    b.ws.apply(CommandMeta("test.delete", actor="owner"), [Delete("gone.md")])
+    a.write("gone.md", "# Gone\n\nbody, edited on a\n")
+    a.write("inbox.md", "# Inbox\n\nfrom a\n")
+    b.write("inbox.md", "# Inbox\n\nfrom b\n")
+    b.write("pinned.md", "---\nid: doc_pinned_by_b\n---\n# Pinned\n")
+    a.write("a-only.md", "# A\n")
+    assert b.sync.cycle()
+    theirs, ran = git.fetch(a.root, "origin", "main")  # a merges but does not push yet
+    assert ran.ok and theirs is not None
+    a.sync._merge("origin", theirs)
+    a.write("after.md", "# After\n")
+    b.write("b-next.md", "# Next\n")
+    assert b.sync.cycle()
+    theirs, ran = git.fetch(a.root, "origin", "main")  # again: a merge over an unpushed one
+    assert ran.ok and theirs is not None
+    a.sync._merge("origin", theirs)
+    b.write("b-more.md", "# More\n")
+    b.ws.apply(CommandMeta("test.move", actor="owner"), [Move("b-more.md", "b-moved.md")])
+    assert b.sync.cycle()
+    settle(a, b)
+    assert a.tree() == b.tree()
+    assert rebuilds == []
+    ids = a.doc_ids()
+    assert ids == b.doc_ids()
+    assert ids["pinned.md"] == "doc_pinned_by_b"
+    first = pygit2.Repository(str(a.root))[a.ws.head]
+    merges = [c for c in pygit2.Repository(str(a.root)).walk(first.id) if len(c.parents) == 2]
+    assert merges  # (the scenario merged)
+    for d in (a, b):
+        d.ws.rebuild()
+        assert d.doc_ids() == ids
+
+
+def test_a_remote_named_in_the_workspace_config(
+    pair: tuple[Device, Device, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``[remote]`` of ``.mnote/config.toml`` names a remote the sync adds (and keeps at that
+    URL) and its timing; a reload that does not read keeps the last good settings."""
+    from mnoted.remote.host import configured_from
+
+    from mnoted.errors import WorkspaceInvalid
+    from mnoted.store.config import CONFIG_PATH
+
+    monkeypatch.delenv("MNOTE_SYNC_INTERVAL", raising=False)
+    monkeypatch.delenv("MNOTE_SYNC_PUSH_DELAY", raising=False)
+    a, b, bare = pair
+    run_git(b.root, "remote", "remove", "origin")
+    config = b.root / CONFIG_PATH
+    good = config.read_text() + f'\n[remote]\nname = "nas"\nurl = "{bare.as_uri()}"\n'
+    config.write_text(good + "interval = 5\npushDelay = 0.5\n")
+    b.ws.reload_config()
+    b.sync._configured = lambda: configured_from(b.ws.config)
+    assert b.sync._settings().interval == 5.0 and b.sync._settings().push_delay == 0.5
+    b.write("from-b.md", "# From B\n")
+    assert b.sync.cycle()
+    assert run_git(b.root, "remote", "get-url", "nas").strip() == bare.as_uri()
+    assert a.sync.cycle() and a.read("from-b.md") == "# From B\n"
+    config.write_text(good + "interval = -1\n")
+    with pytest.raises(WorkspaceInvalid, match=r"\[remote\] interval = -1"):
+        b.ws.reload_config()
+    assert b.sync._settings().interval == 5.0  # (the last good)
+    run_git(b.root, "remote", "set-url", "nas", "file:///nowhere.git")
+    assert b.sync.cycle()  # (the config is the truth for its remote's URL)
+    assert run_git(b.root, "remote", "get-url", "nas").strip() == bare.as_uri()
+
+
+def test_every_page_pushed_is_noted_in_bounded_jobs(
+    pair: tuple[Device, Device, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More pages than one writer job notes (``MAX_NOTED``): the sync notes them in several
+    jobs before the push, so the other device takes every page's ids as this one has them."""
+    a, b, _ = pair
+    monkeypatch.setattr(blockids, "MAX_NOTED", 2)
+    calls: list[int] = []
+    out = a.sync._ids_out
+    assert out is not None
+    a.sync._ids_out = lambda since, remote: calls.append(1) or out(since, remote)
+    decided: dict[str, list[str]] = {}
+    for n in range(7):
+        path = f"many{n}.md"
+        a.write(path, f"# T{n}\n\none {n}\n\ntwo {n}\n")
+        doc, blob = a.ws.resolve(path), a.ws.blob_id(path)
+        assert blob is not None
+        data = a.ws.read_blob(blob)
+        assert data is not None
+        decided[path] = [f"h_{n}", f"p_one_{n}", f"p_two_{n}"]  # (no derivation gives these)
+        a.pages.remember_ids(a.ws, doc, blob, parse_page(data, path, ids=decided[path]))
+    assert a.sync.cycle()
+    assert len(calls) >= 4  # (7 pages, 2 a job, and one that noted nothing)
+    assert b.sync.cycle()
+    assert {path: block_ids(b, path) for path in decided} == decided
