@@ -62,7 +62,7 @@ def test_symlink_loops_and_links_out_are_never_followed(
     os.symlink(outside, workspace / "out")
     started = time.monotonic()
     watcher = make_watcher()
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 60  # (a bound on a hang: a loop followed for ever)
     assert watcher.health().watch_count == 2  # root and d/, nothing through a link
     write(outside / "deep" / "er" / "secret.md")
     write(outside / "x.md")
