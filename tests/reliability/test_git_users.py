@@ -74,14 +74,20 @@ def test_a_foreign_git_lock_is_named_waited_for_and_never_deleted(
 
 
 def appending_agent(
-    daemon: DaemonProcess, stop: threading.Event, pause: list[float], acked: list[str]
+    daemon: DaemonProcess,
+    stop: threading.Event,
+    pause: list[float],
+    acked: list[str],
+    free: threading.Event | None = None,
 ) -> None:
     """An agent appending to plan.md until ``stop``, ``pause[0]`` seconds between writes
-    (read each time, so a test may change it); the command id of each acknowledged write
-    goes to ``acked``."""
+    (read each time, so a test may change it), and only while ``free`` is set if given; the
+    command id of each acknowledged write goes to ``acked``."""
     client = daemon.client()
     i = 0
     while not stop.is_set():
+        if free is not None and not free.wait(0.05):
+            continue
         body = client.envelope(
             "mnote.page.save", "plan.md", {"content": [f"agent {i}"], "mode": "append"}
         )
@@ -109,12 +115,16 @@ def test_users_git_while_agents_write_loses_no_acknowledged_commit(
     acked: list[str] = []
     stop = threading.Event()
     # Seconds between the agent's writes: 0.01 (without pause) while the person's pulls race
-    # it, then 0.1 (a busy agent) for the pull that must go through. Writing every 10 ms
+    # it, then 0.1 (a busy agent) between the person's commands, each of which must go
+    # through: the agent waits while one runs (on a loaded machine a write every 0.1 s
+    # kept the index behind the work tree for 20 tries of `git pull`). Writing every 10 ms
     # leaves Git's merge no moment when HEAD, the index and the work tree agree: it refuses,
     # or fails half-way and puts HEAD back over the daemon's newer commits (kept under
     # refs/mnote/rewound/, so still reachable).
     pause = [0.01]
-    agent = functools.partial(appending_agent, daemon, stop, pause, acked)
+    free = threading.Event()
+    free.set()
+    agent = functools.partial(appending_agent, daemon, stop, pause, acked, free)
 
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(root), str(clone)], check=True)
@@ -149,17 +159,21 @@ def test_users_git_while_agents_write_loses_no_acknowledged_commit(
                     subprocess.run(["git", *args], cwd=root, env=env, capture_output=True)
                     give_up_merge(root)
                 pause[0] = 0.1
-            # The daemon may hold the index or the branch for a moment: retry as a person would.
-            errors = []
-            for _ in range(20):
+            # The daemon may hold the index or the branch for a moment (its last write landing,
+            # the index brought in step once idle): retry as a person would, until a deadline.
+            errors: list[str] = []
+            free.clear()
+            deadline = time.monotonic() + 60
+            while True:
                 run = subprocess.run(["git", *args], cwd=root, env=env, capture_output=True)
                 if run.returncode == 0:
                     break
                 errors.append(run.stderr.decode(errors="replace").strip())
                 give_up_merge(root)
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"git {args[0]} failed {len(errors)}: {errors[-3:]}")
                 time.sleep(0.1)
-            else:
-                raise AssertionError(f"git {args[0]} failed 20 times: {errors[-3:]}")
+            free.set()
             time.sleep(0.2)
     finally:
         stop.set()
