@@ -15,6 +15,7 @@ import contextlib
 import functools
 import os
 import secrets
+import threading
 import time
 import urllib.parse
 from dataclasses import dataclass
@@ -26,6 +27,13 @@ from mnoted.store.spares import Spares
 
 TOKEN_DIR = "mnote/locks"
 WAIT_SECONDS = 3.0
+
+_live: set[str] = set()
+"""Tokens of this process whose lock is held (added before the lock is taken and dropped
+after it is removed, so a lock that is the same inode as a token outside this set is a
+leftover, never a live lock)."""
+_dropping = threading.Lock()
+"""One thread at a time checks and removes a leftover (two could remove a new live lock)."""
 
 
 def token_dir(gitdir: Path) -> Path:
@@ -62,6 +70,7 @@ class HeldLock:
         try:
             os.rename(self.lock, self.target)
         finally:
+            _live.discard(self.token)  # (after the lock's name is gone, or failed to go)
             if spares is not None and old is not None:
                 spares.free_later(old)
         if sync:
@@ -82,6 +91,7 @@ class HeldLock:
         with contextlib.suppress(FileNotFoundError):
             if os.path.samefile(self.lock, self.token):
                 os.unlink(self.lock)
+        _live.discard(self.token)  # (after the lock is gone, or failed to go)
         self._drop_token()
 
     def _drop_token(self) -> None:
@@ -117,13 +127,17 @@ def acquire(
     lock = dest + ".lock"
     deadline = time.monotonic() + wait
     delay = 0.002
+    _live.add(token)
     while True:
         try:
             # (the lock's folder is missing for a branch's first ref)
             in_folder(os.path.dirname(lock), lambda: os.link(token, lock))
             return HeldLock(dest, lock, token, spares)
         except FileExistsError:
+            if _drop_leftover(tokens, named, lock):
+                continue
             if time.monotonic() >= deadline:
+                _live.discard(token)
                 os.unlink(token)
                 raise LockBusy(
                     f"{lock} is held by another program",
@@ -136,8 +150,36 @@ def acquire(
             time.sleep(delay)
             delay = min(delay * 2, 0.1)
         except OSError as exc:
-            os.unlink(token)
+            _live.discard(token)
+            with contextlib.suppress(FileNotFoundError):  # (the folder went meanwhile)
+                os.unlink(token)
             raise StorageError(f"cannot take lock {lock}: {exc.strerror}", path=str(lock)) from exc
+
+
+def _drop_leftover(tokens: str, named: str, lock: str) -> bool:
+    """Remove ``lock`` if it is a leftover of this process (see the module's docstring)."""
+    mine = f"{os.path.basename(named)}.{os.getpid()}."
+    with _dropping:
+        return _drop_mine(tokens, mine, lock)
+
+
+def _drop_mine(tokens: str, mine: str, lock: str) -> bool:
+    try:
+        held = os.stat(lock)
+        names = [n for n in os.listdir(tokens) if n.startswith(mine)]
+    except FileNotFoundError:
+        return False
+    for name in names:
+        token = f"{tokens}/{name}"
+        if token in _live:
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            seen = os.stat(token)
+            if (seen.st_dev, seen.st_ino) == (held.st_dev, held.st_ino):
+                os.unlink(lock)
+                os.unlink(token)
+                return True
+    return False
 
 
 @functools.lru_cache(maxsize=64)

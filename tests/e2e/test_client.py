@@ -183,12 +183,11 @@ def test_a_call_over_the_time_limit_is_answered_and_goes_on(daemon: DaemonProces
     lock.write_text("held by another program\n")
     client = daemon.client()
     edit = {"operations": [{"search": "Monday", "replace": "Friday"}]}
-    started = time.monotonic()
     answer = client.call("mnote.doc.markdown_edit", "plan.md", edit)
-    waited = time.monotonic() - started
+    # the limit's answer, not the lock's wait ending (held all along, it would end in
+    # mnote_store_locked): no clock needed to tell them apart
     assert not answer["ok"] and answer["error"]["code"] == "mnote_tool_timeout", answer
     assert "still running" in answer["error"]["message"]
-    assert waited < 2.5  # not the lock's wait (3 s): the limit's
     assert client.request("GET", "/v1/health")[0] == 200  # served meanwhile
     lock.unlink()
     deadline = time.monotonic() + 10

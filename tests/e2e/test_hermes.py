@@ -9,6 +9,7 @@ another where mnoted is installed already).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -60,6 +61,13 @@ def hermes_python() -> Path:
     if given:
         return Path(given)
     venv = REPO / ".venv-hermes"
+    # one builder at a time: the test runner's parallel workers share it
+    with (REPO / ".venv-hermes.lock").open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        return _built(venv)
+
+
+def _built(venv: Path) -> Path:
     python = venv / "bin" / "python"
     hermes = venv / ".hermes-0.19.0-mcp"
     if not hermes.exists():  # (Hermes as its users install it)

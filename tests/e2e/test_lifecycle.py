@@ -167,7 +167,7 @@ def test_sigterm_stops_the_daemon_at_once_with_event_streams_open(
         conn.close()
     started = time.monotonic()
     assert daemon.stop() == 0
-    assert time.monotonic() - started < 5.0  # (a bound on a hang, not a speed figure)
+    assert time.monotonic() - started < 25.0  # (a bound on a hang, not a speed figure)
     if reader == "listening":
         while not seen.endswith(b"0\r\n\r\n"):  # the stream's last chunk: it ended
             chunk = conn.recv(4096)

@@ -100,7 +100,8 @@ def test_sigterm_beside_stalled_subscribers_exits_at_once() -> None:
         code = d.proc.wait(timeout=60)
         took = time.monotonic() - started
         assert code == 0
-        assert took < 5, f"the daemon took {took:.1f}s to stop beside {STALLED} stalled readers"
+        # a bound on a hang (a stalled reader's write waits 600 s, aiohttp's shutdown 60 s)
+        assert took < 30, f"the daemon took {took:.1f}s to stop beside {STALLED} stalled readers"
         assert not d.socket.exists()
         for s in stalled:
             s.close()

@@ -5,19 +5,23 @@ allocates an object per call which then lives on is a leak, however small (pygit
 reference to every path string it was handed: ~60 bytes a lookup, a daemon's heap growing
 by ~1 MB every thousand writes). tracemalloc counts, by where it was made, each object
 still alive after the calls: a bounded cache holds at most its bound, a leak one object or
-more per call.
+more per call. Both counts are taken with the workspace at rest (its index refreshed, its
+upkeep done): work a background thread has not done yet is not a leak.
+`MNOTE_LEAK_CYCLES=2000` looks for slower leaks.
 """
 
 from __future__ import annotations
 
 import gc
+import inspect
+import os
 import tracemalloc
 
 from mnoted.store import paths
 from tests.service.conftest import PLAN, Harness
 
 WARM = 100
-CYCLES = 400
+CYCLES = int(os.environ.get("MNOTE_LEAK_CYCLES", "300"))
 
 
 def test_repeated_commands_keep_nothing_alive(h: Harness) -> None:
@@ -40,16 +44,27 @@ def test_repeated_commands_keep_nothing_alive(h: Harness) -> None:
 
     for k in range(WARM):
         cycle(k)
+    h.ws.idle()
     gc.collect()
     tracemalloc.start(8)
     try:
         before = tracemalloc.take_snapshot()
         for k in range(WARM, WARM + CYCLES):
             cycle(k)
+        h.ws.idle()
         gc.collect()
         after = tracemalloc.take_snapshot()
     finally:
         tracemalloc.stop()
+    # Not counted: the checkpointer's work, which follows the clock (a pass every half
+    # second), not the calls, and the test's own file writes (an editor's saves); what
+    # SQLite and `io.open` keep for them levels off (up to ~140 blocks here, whether after
+    # 200 calls or 2,000), yet could pass a bound of CYCLES // 2 on a loaded machine.
+    not_calls = [
+        tracemalloc.Filter(False, "*/mnoted/store/checkpoints.py", all_frames=True),
+        tracemalloc.Filter(False, inspect.getsourcefile(Harness) or "", _saves_line(), True),
+    ]
+    before, after = before.filter_traces(not_calls), after.filter_traces(not_calls)
     grown = [
         stat for stat in after.compare_to(before, "traceback") if stat.count_diff >= CYCLES // 2
     ]
@@ -58,3 +73,9 @@ def test_repeated_commands_keep_nothing_alive(h: Harness) -> None:
         + "\n".join(stat.traceback.format())
         for stat in grown
     )
+
+
+def _saves_line() -> int:
+    """The line of :meth:`Harness.write_file` that writes the file, as an editor would."""
+    lines, first = inspect.getsourcelines(Harness.write_file)
+    return first + next(i for i, line in enumerate(lines) if ".write_text(" in line)

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import errno
+import functools
 import json
+import math
 import os
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from mnoted.host import runner as runner_module
 from mnoted.host.runner import RunnerConfig, WorkspaceRunner
 from mnoted.service import Actor, Service
 from mnoted.store import CommandMeta, Workspace, Write, faults, packs, workspace
@@ -26,7 +30,7 @@ def git(root: Path, *args: str) -> str:
     ).stdout
 
 
-def wait_for(predicate, timeout: float = 10.0) -> None:
+def wait_for(predicate, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
@@ -351,7 +355,6 @@ def test_the_start_up_pass_asks_git_and_later_passes_walk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, git_there: bool
 ) -> None:
     """Without the ``git`` command the start-up pass walks the tree and commits the same."""
-    from mnoted.host import runner as runner_module
     from mnoted.sync import gitstatus
 
     root = tmp_path / "ws"
@@ -381,7 +384,8 @@ def test_after_a_stretch_of_writes_the_maintenance_runs_and_then_its_follow_up(
 ) -> None:
     """Once writes stopped for ``pack_idle_seconds`` the store packs and merges, and then
     ``after_maintenance`` runs (the daemon gives its free memory back): once a stretch,
-    after the maintenance, even one that failed."""
+    after the maintenance, even one that failed. The maintainer's clock is the test's: idle
+    only between stretches, so a slow write inside one cannot end it."""
     root = tmp_path / "ws"
     Workspace.init(root).close()
     (root / "plan.md").write_text(PLAN)
@@ -395,12 +399,21 @@ def test_after_a_stretch_of_writes_the_maintenance_runs_and_then_its_follow_up(
         return maintenance(ws, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Workspace, "maintenance", maintain)
+    idle = threading.Event()  # past pack_idle_seconds since the last write, or just after it
+
+    def clock() -> float:
+        return math.inf if idle.is_set() else -math.inf
+
+    maintainer = functools.partial(runner_module.Maintainer, poll_seconds=0.01, clock=clock)
+    monkeypatch.setattr(runner_module, "Maintainer", maintainer)
+    idle.set()
     config = RunnerConfig(quiet_seconds=0.05, pack_idle_seconds=0.3)
     r = WorkspaceRunner(root, Service(), config, after_maintenance=lambda: order.append("after"))
     r.start()
     try:
         wait_for(lambda: len(order) == 2)  # (the run a start is followed by)
         for stretch in range(1, 4):
+            idle.clear()
             for i in range(3):
                 save = {
                     "idempotencyKey": f"k{stretch}-{i}",
@@ -409,8 +422,9 @@ def test_after_a_stretch_of_writes_the_maintenance_runs_and_then_its_follow_up(
                 }
                 got = call(r, "mnote.page.save", documentId="plan.md", mode="append", **save)
                 assert got["ok"], got["error"]
+            idle.set()
             wait_for(lambda n=stretch: len(order) == 2 * (n + 1))
-        time.sleep(1.5)  # idle: nothing more
+        time.sleep(0.3)  # idle, nothing written: nothing more (the maintainer polls at 0.01 s)
         assert order == ["maintenance", "after"] * 4
     finally:
         r.stop()
@@ -420,7 +434,11 @@ def test_the_runner_outlives_a_failing_index_refresh(runner: WorkspaceRunner) ->
     """A full disk while the idle writer refreshes the Git index: logged, the workspace
     keeps serving, and the index is brought in step once the disk has room again."""
     root = runner.root
-    faults.arm_error("index-written", errno.ENOSPC, times=-1)
+    faults.arm_error("index-written", errno.ENOSPC, times=3)
+
+    def failures_left() -> int:
+        return faults._errors["index-written"][1]
+
     try:
         for n in range(3):
             resp = call(
@@ -433,7 +451,7 @@ def test_the_runner_outlives_a_failing_index_refresh(runner: WorkspaceRunner) ->
                 mode="append",
             )
             assert resp["ok"], resp["error"]
-            time.sleep(1.2)  # the idle refresh starts, fails, and is taken in
+            wait_for(lambda n=n: failures_left() <= 2 - n)  # the idle refresh failed
     finally:
         faults.disarm()
     assert runner._thread.is_alive()

@@ -8,6 +8,7 @@ output, the work tree keeps the text, and ``git status`` agrees with HEAD.
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
@@ -169,6 +170,8 @@ def test_a_crlf_file_is_committed_with_the_line_endings_git_add_stores(ws: Works
 
 
 LINE_ATTRIBUTES = ["", "* text=auto\n", "* text eol=lf\n", "* text eol=crlf\n", "* -text\n"]
+LINE_EXAMPLES = int(os.environ.get("MNOTE_LINE_EXAMPLES", "20"))
+"""Cases per line-ending property (each runs Git a few times); 200 digs deeper."""
 
 
 def line_cases(test: Callable[..., None]) -> Callable[..., None]:
@@ -186,7 +189,7 @@ def line_cases(test: Callable[..., None]) -> Callable[..., None]:
         autocrlf=st.sampled_from([None, "input", "true"]),
         contents=contents,
     )
-    return settings(max_examples=40, deadline=None)(cases(test))
+    return settings(max_examples=LINE_EXAMPLES, deadline=None)(cases(test))
 
 
 @contextlib.contextmanager

@@ -65,6 +65,32 @@ def test_our_stale_locks_are_recovered(tmp_path: Path) -> None:
     assert_clean(root)
 
 
+def test_a_lock_left_by_a_moved_folder_is_taken_back(tmp_path: Path) -> None:
+    """The folder moved away while a lock was held: the release (by path) found nothing and
+    the lock came back with the folder; the live daemon then refused every write with "index
+    .lock is held by another program" (its own). Ours and held by no one: removed at once."""
+    root = tmp_path / "ws"
+    Workspace.init(root).close()
+    gitdir, moved = root / ".git", tmp_path / "elsewhere"
+    held = gitlock.acquire(gitdir, gitdir / "index")
+    root.rename(moved)
+    held.release()  # finds nothing at the old path
+    moved.rename(root)
+    assert os.path.exists(held.lock)
+    again = gitlock.acquire(gitdir, gitdir / "index", wait=0)
+    again.release()
+    assert not os.path.exists(held.lock)
+    # a lock of ours still held, and anyone else's, are never taken
+    live = gitlock.acquire(gitdir, gitdir / "index")
+    with pytest.raises(LockBusy):
+        gitlock.acquire(gitdir, gitdir / "index", wait=0)
+    live.release()
+    (gitdir / "index.lock").write_text("git's\n")
+    with pytest.raises(LockBusy):
+        gitlock.acquire(gitdir, gitdir / "index", wait=0)
+    assert (gitdir / "index.lock").read_text() == "git's\n"
+
+
 def test_workspace_belongs_to_its_thread(ws: Workspace) -> None:
     errors: list[BaseException] = []
 

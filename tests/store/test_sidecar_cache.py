@@ -12,6 +12,7 @@ savepoint leaves against a sidecar that never wrote anything inside it.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -25,6 +26,8 @@ PATHS = ["a.md", "b.md", "c/d.md", "e.txt"]
 DOCS = ["doc_1", "doc_2", "a.md", "c/d.md"]  # ids may look like paths (a pinned id)
 KEYS = ["k1", "k2"]
 COMMITS = ["c1", "c2", "c3"]
+EXAMPLES = int(os.environ.get("MNOTE_SIDECAR_EXAMPLES", "60"))
+"""Sequences of writes tried per property (each opens two databases); 1000 digs deeper."""
 
 operation = st.one_of(
     st.tuples(
@@ -253,7 +256,7 @@ def _check_reads(side: Sidecar, ref: _Reference) -> None:
     assert sorted(side.index_pending()) == sorted(r[0] for r in truth_index)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(st.lists(written, min_size=10, max_size=60))
 def test_kept_rows_land_as_written_one_by_one(tmp_path_factory: object, ops: list[tuple]) -> None:
     folder: Path = tmp_path_factory.mktemp("side")  # type: ignore[attr-defined]

@@ -43,7 +43,7 @@ def test_start_signals_reconcile_and_reports_health(
     assert watcher.health().needs_reconcile
     watcher.mark_reconciled(health.reconcile_generation)
     assert not watcher.health().needs_reconcile
-    assert health.startup_seconds is not None and health.startup_seconds < 5
+    assert health.startup_seconds is not None and 0 <= health.startup_seconds < 60  # measured
 
 
 def test_symlink_loops_and_links_out_are_never_followed(
@@ -62,7 +62,7 @@ def test_symlink_loops_and_links_out_are_never_followed(
     os.symlink(outside, workspace / "out")
     started = time.monotonic()
     watcher = make_watcher()
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 60  # (a bound on a hang: a loop followed for ever)
     assert watcher.health().watch_count == 2  # root and d/, nothing through a link
     write(outside / "deep" / "er" / "secret.md")
     write(outside / "x.md")
