@@ -440,7 +440,7 @@ def test_a_remote_named_in_the_workspace_config(
 ) -> None:
     """``[remote]`` of ``.mnote/config.toml`` names a remote the sync adds (and keeps at that
     URL) and its timing; a reload that does not read keeps the last good settings."""
-    from mnoted.remote.host import configured_from
+    from mnoted.host.remote import configured_from
 
     from mnoted.errors import WorkspaceInvalid
     from mnoted.store.config import CONFIG_PATH
