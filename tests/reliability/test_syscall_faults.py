@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from mnoted.store import dirfd, uring
+from mnoted.store import dirfd
 from tests.reliability.test_io_faults import check, ids_in_history
 from tests.service.conftest import Harness
 
@@ -67,8 +67,6 @@ class Injector:
 def injector(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Injector]:
     inj = Injector(request.param)
     monkeypatch.setattr(OWNERS.get(request.param, os), request.param, inj)
-    if request.param == "fsync":  # every sync through `os.fsync`, none through io_uring
-        monkeypatch.setattr(uring, "ENABLED", False)
     yield inj
     inj.clear()
 
