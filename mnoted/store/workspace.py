@@ -70,7 +70,6 @@ from mnoted.store.bootstrap import (
     unfinished_operation,
     user_identity,
 )
-from mnoted.store.checkpoints import Checkpointer
 from mnoted.store.config import (
     CONFIG_PATH,
     WorkspaceConfig,
@@ -104,7 +103,6 @@ from mnoted.store.planning import (
     subject_path,
     validate,
 )
-from mnoted.store.reviews import REVIEWS_FILE
 from mnoted.store.settle import Settling
 from mnoted.store.sidecar import Sidecar
 from mnoted.store.spares import Spares
@@ -231,10 +229,6 @@ class Workspace:
         self._levels: list[list[str]] = [[]]  # the packs this store wrote, by merge level
         self._pack_lock = threading.Lock()  # maintenance() and the writer's merges
         self._odb_stale = False  # maintenance() removed packs the repository still lists
-        # The state databases' logs copied back off the writer's thread (store.checkpoints).
-        self._checkpoints = Checkpointer(
-            [self.state_dir / SIDECAR_NAME, self.state_dir / REVIEWS_FILE]
-        )
 
     # opening ------------------------------------------------------------------------------
     @classmethod
@@ -363,7 +357,6 @@ class Workspace:
                 self._merge_thread.shutdown(wait=True)  # a merge's files are not left half made
             self._closed = True
             self._spares.close()
-            self._checkpoints.close()
             self._journal.close()
             self._side.close()
             self._kept_tree = None  # (before the repository it belongs to is freed)
