@@ -20,8 +20,8 @@ from pathlib import Path
 from mnoted.store import Workspace
 from tests.e2e.conftest import DaemonProcess
 
-BUDGET = 11
-"""Threads per additional workspace today: 9, and up to two more started on demand (the Git
+BUDGET = 10
+"""Threads per additional workspace today: 8, and up to two more started on demand (the Git
 index refresh's, a second `asyncio` executor thread). Issue 42's target is 4."""
 SHARED = ("mnoted-fsync",)
 """Name prefixes of the process-wide threads, left out of the counts."""
