@@ -10,14 +10,11 @@ the same reason: it would sync each object, and its parent folder, one after the
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-
-from mnoted.store import uring
 
 log = logging.getLogger("mnoted.store")
 
@@ -35,34 +32,15 @@ def _executor() -> ThreadPoolExecutor:
 
 
 class Syncing:
-    """fsyncs started together (through io_uring, :mod:`~mnoted.store.uring`, else on the
-    pool): the caller goes on with other work and calls :meth:`wait` before it depends on
-    them."""
+    """fsyncs started together on the pool: the caller goes on with other work and calls
+    :meth:`wait` before it depends on them."""
 
     def __init__(self, fds: Sequence[int], *, owned: Sequence[int] = ()) -> None:
         self._owned = list(owned)  # closed once synced
-        self._ring = uring.ring() if fds else None
-        self._ids: list[int] = []
-        self._pending: list[Future[None]] = []
-        if self._ring is not None:
-            try:
-                self._ids = self._ring.submit(fds)
-                return
-            except OSError as exc:
-                uring.give_up(exc)  # (syncs it took complete unawaited: the pool syncs all)
-        self._pending = [_executor().submit(os.fsync, fd) for fd in fds]
+        self._pending: list[Future[None]] = [_executor().submit(os.fsync, fd) for fd in fds]
 
     def wait(self, error: BaseException | None = None) -> None:
         """Return once every fsync is done; raise ``error`` or the first one that failed."""
-        if self._ids:
-            assert self._ring is not None
-            ids, self._ids = self._ids, []
-            try:
-                failed = [code for code in self._ring.wait(ids) if code]
-            except OSError as exc:
-                failed = [exc.errno or errno.EIO]
-            if failed and error is None:
-                error = OSError(failed[0], os.strerror(failed[0]))
         for done in self._pending:
             try:
                 done.result()
@@ -99,14 +77,10 @@ def _open_all(paths: Sequence[str | os.PathLike[str]]) -> list[int]:
 def sync_fds(fds: Sequence[int]) -> None:
     """fsync every fd, concurrently when there are several; raise the first error.
 
-    Through io_uring all at once; else the first is synced on the calling thread while the
-    pool syncs the others. Every fd is synced (or has failed) before this returns, so the
-    caller may close them.
+    The first is synced on the calling thread while the pool syncs the others. Every fd
+    is synced (or has failed) before this returns, so the caller may close them.
     """
     if not fds:
-        return
-    if uring.ring() is not None:
-        Syncing(fds).wait()
         return
     others = Syncing(fds[1:])
     error: BaseException | None = None

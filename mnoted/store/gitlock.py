@@ -23,7 +23,6 @@ from pathlib import Path
 
 from mnoted.errors import LockBusy, StorageError
 from mnoted.store.atomic import fsync_dir, in_folder
-from mnoted.store.spares import Spares
 
 TOKEN_DIR = "mnote/locks"
 WAIT_SECONDS = 3.0
@@ -52,39 +51,20 @@ class HeldLock:
     target: str
     lock: str
     token: str
-    spares: Spares | None = None  # frees the target's old file off the caller's thread
 
     def commit(self, *, sync: bool = True) -> None:
         """Publish the lock file's bytes as the target (Git's ``commit_lock_file``).
 
         With ``sync`` False the new name is not yet durable: the caller syncs the target's
         folder (together with other folders, in one wait).
-
-        A rename over a file frees the old one's blocks, which on some file systems is the
-        slowest step of a write (ext4 mounted with ``discard`` waits for the disk there).
-        With :attr:`spares`, the old file is first given a second name, so the
-        rename only unlinks a name, and the spares' thread removes it.
         """
-        spares = self.spares
-        old = self._keep_old() if spares is not None else None
         try:
             os.rename(self.lock, self.target)
         finally:
             _live.discard(self.token)  # (after the lock's name is gone, or failed to go)
-            if spares is not None and old is not None:
-                spares.free_later(old)
         if sync:
             fsync_dir(os.path.dirname(self.target))
         self._drop_token()
-
-    def _keep_old(self) -> str | None:
-        """A second name for the target's file (beside the token), None if it has none."""
-        old = self.token + ".old"
-        try:
-            os.link(self.target, old)
-        except OSError:  # (no target yet, say: a branch's first commit)
-            return None
-        return old
 
     def release(self) -> None:
         """Give the lock up without changing the target."""
@@ -106,18 +86,16 @@ def acquire(
     *,
     wait: float = WAIT_SECONDS,
     sync: bool = True,
-    spares: Spares | None = None,
 ) -> HeldLock:
     """Take ``<target>.lock`` holding ``content``, retrying up to ``wait`` seconds.
 
     The content is fsynced unless ``sync`` is False: then the caller syncs ``lock.token``
-    itself (with other files, in one wait) before :meth:`HeldLock.commit`. The token is a
-    spare file renamed (:mod:`~mnoted.store.spares`) when ``spares`` has one.
+    itself (with other files, in one wait) before :meth:`HeldLock.commit`.
     """
     dest = os.fspath(target)
     tokens, named = _token_names(os.fspath(gitdir), dest)
     token = f"{named}.{os.getpid()}.{secrets.token_hex(6)}"
-    fd = in_folder(tokens, lambda: _make_token(tokens, token, spares))
+    fd = in_folder(tokens, lambda: _make_token(token))
     try:
         os.write(fd, content)
         if sync:
@@ -132,7 +110,7 @@ def acquire(
         try:
             # (the lock's folder is missing for a branch's first ref)
             in_folder(os.path.dirname(lock), lambda: os.link(token, lock))
-            return HeldLock(dest, lock, token, spares)
+            return HeldLock(dest, lock, token)
         except FileExistsError:
             if _drop_leftover(tokens, named, lock):
                 continue
@@ -190,17 +168,9 @@ def _token_names(gitdir: str, dest: str) -> tuple[str, str]:
     return tokens, f"{tokens}/{urllib.parse.quote(os.path.relpath(dest, gitdir), safe='')}"
 
 
-def _make_token(tokens: str, token: str, spares: Spares | None) -> int:
-    """Create the token file (a spare renamed, when ``spares`` has one); its open fd."""
-    spare = spares.take(os.stat(tokens).st_dev) if spares is not None else None
-    if spare is None:
-        return os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-    try:
-        spare.place(token)
-    except BaseException:
-        spare.discard()
-        raise
-    return spare.fd
+def _make_token(token: str) -> int:
+    """Create the token file; its open fd."""
+    return os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
 
 
 def recover(gitdir: Path) -> list[Path]:

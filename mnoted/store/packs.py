@@ -39,7 +39,6 @@ import pygit2
 
 from mnoted.store import dirfd, durable, faults
 from mnoted.store.atomic import fsync_dir, in_folder, make_git_folders
-from mnoted.store.spares import Spare, Spares
 
 STORED_FROM = 64 * 1024
 """Objects at least this large are stored in the pack undeflated (zlib level 0): deflating a
@@ -278,15 +277,13 @@ def write_pack(
     objects: Sequence[Raw],
     *,
     sync_folder: bool = True,
-    spares: Spares | None = None,
 ) -> str:
     """Write ``objects`` as one durable pack in ``pack_dir``; the pack's name (its checksum).
 
     With ``sync_folder`` False the pack's files are durable but their names are not until
-    the caller syncs ``pack_dir`` (together with other files, in one wait). ``spares``:
-    files made ahead (:mod:`~mnoted.store.spares`) to write into instead of creating them.
+    the caller syncs ``pack_dir`` (together with other files, in one wait).
     """
-    return PackWrite(pack_dir, entries_of(objects), spares).install(sync_folder=sync_folder)
+    return PackWrite(pack_dir, entries_of(objects)).install(sync_folder=sync_folder)
 
 
 class PackWrite:
@@ -295,49 +292,36 @@ class PackWrite:
     removes them. A write cut short leaves nothing, a temporary index alone, or a pack and
     its temporary index (:func:`recover`)."""
 
-    def __init__(
-        self, pack_dir: Path, entries: Sequence[_Entry], spares: Spares | None = None
-    ) -> None:
+    def __init__(self, pack_dir: Path, entries: Sequence[_Entry]) -> None:
         pack, idx, self.name = _assemble(entries)
         self._folder = folder = os.fspath(pack_dir)  # strings: a pack is made on every write
-        dev = in_folder(folder, lambda: os.stat(folder).st_dev)
+        in_folder(folder, lambda: os.stat(folder))  # (made if missing)
         self._tmp_idx = f"{folder}/{TMP_IDX}{self.name}"
-        # temporary name, spare (or None), fd
-        self._made: list[tuple[str, Spare | None, int]] = []
+        self._made: list[tuple[str, int]] = []  # temporary name, fd
         self._sync = durable.Syncing(())
         try:
             for path, data in ((f"{folder}/{TMP_PACK}{self.name}", pack), (self._tmp_idx, idx)):
-                spare = spares.take(dev) if spares is not None else None
-                if spare is not None:
-                    self._made.append((path, spare, spare.fd))
-                    spare.fill(data, 0o444)
-                else:
-                    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
-                    fd = os.open(path, flags, 0o444)
-                    self._made.append((path, None, fd))
-                    dirfd.write_all(fd, data)
+                flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+                fd = os.open(path, flags, 0o444)
+                self._made.append((path, fd))
+                dirfd.write_all(fd, data)
         except BaseException:
             self.drop()
             raise
-        self._sync = durable.Syncing([fd for _, _, fd in self._made])
+        self._sync = durable.Syncing([fd for _, fd in self._made])
 
     def install(self, *, sync_folder: bool = True) -> str:
         """Wait for both files, then put the index under its temporary name, the pack in
         place, and the index in place; the pack's name. On an error nothing is installed."""
         try:
             self._sync.wait()
-            (tmp_pack, pack_spare, _), (_, idx_spare, _) = self._made
-            if idx_spare is not None:
-                idx_spare.place(self._tmp_idx)
+            (tmp_pack, _), _ = self._made
         except BaseException:
             self.drop()
             raise
         self._close()
         final_pack = f"{self._folder}/pack-{self.name}.pack"
-        if pack_spare is not None:
-            pack_spare.place(final_pack)
-        else:
-            os.rename(tmp_pack, final_pack)
+        os.rename(tmp_pack, final_pack)
         faults.point("pack-renamed")
         os.rename(self._tmp_idx, f"{self._folder}/pack-{self.name}.idx")
         if sync_folder:
@@ -348,18 +332,15 @@ class PackWrite:
         """Remove the files (once their syncs are over: their fds are closed here)."""
         with contextlib.suppress(OSError):  # the caller has the error that brought us here
             self._sync.wait()
-        for path, spare, _ in self._made:
-            if spare is not None:
-                spare.remove()
-            else:
-                with contextlib.suppress(OSError):
-                    os.unlink(path)
+        for path, _ in self._made:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
         with contextlib.suppress(OSError):
             os.unlink(self._tmp_idx)
         self._close()
 
     def _close(self) -> None:
-        for _, _, fd in self._made:
+        for _, fd in self._made:
             os.close(fd)
         self._made = []
 

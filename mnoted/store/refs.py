@@ -17,7 +17,6 @@ from pathlib import Path
 from mnoted.errors import WorkspaceInvalid
 from mnoted.store import gitlock
 from mnoted.store.atomic import in_folder
-from mnoted.store.spares import Spares
 
 ZERO = "0" * 40
 _APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
@@ -123,7 +122,6 @@ def lock_branch(
     *,
     wait: float = gitlock.WAIT_SECONDS,
     sync: bool = True,
-    spares: Spares | None = None,
 ) -> gitlock.HeldLock:
     """Take ``refname``'s lock holding ``new`` if it still names ``old``, else HeadMoved.
 
@@ -131,9 +129,7 @@ def lock_branch(
     ``held.token`` before :func:`commit_branch` (together with its own files).
     """
     content = (new + "\n").encode("ascii")
-    held = gitlock.acquire(
-        gitdir, f"{os.fspath(gitdir)}/{refname}", content, wait=wait, sync=sync, spares=spares
-    )
+    held = gitlock.acquire(gitdir, f"{os.fspath(gitdir)}/{refname}", content, wait=wait, sync=sync)
     try:
         current = read_ref(gitdir, refname)
         if current != old:

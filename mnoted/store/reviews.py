@@ -16,8 +16,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from mnoted.store.checkpoints import BACKSTOP_PAGES
-
 log = logging.getLogger(__name__)
 
 REVIEWS_FILE = "reviews.sqlite3"
@@ -54,7 +52,6 @@ class ReviewStore:
         self._db = sqlite3.connect(self.path, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # WAL: safe; sessions are not notes
-        self._db.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")  # (store.checkpoints)
         self._db.executescript(_SCHEMA)
         # Sessions put inside a batch, by id: written in one statement when it ends (or
         # before anything is read), not one each.

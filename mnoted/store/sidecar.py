@@ -16,7 +16,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mnoted.store.checkpoints import BACKSTOP_PAGES
 from mnoted.store.model import CommandRecord, HistoryEntry, IdempotencyRecord
 
 SCHEMA_VERSION = "1"
@@ -129,7 +128,6 @@ class Sidecar:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=True)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")  # (store.checkpoints)
         conn.executescript(_SCHEMA)
         return conn
 

@@ -70,7 +70,6 @@ from mnoted.store.bootstrap import (
     unfinished_operation,
     user_identity,
 )
-from mnoted.store.checkpoints import Checkpointer
 from mnoted.store.config import (
     CONFIG_PATH,
     WorkspaceConfig,
@@ -104,17 +103,14 @@ from mnoted.store.planning import (
     subject_path,
     validate,
 )
-from mnoted.store.reviews import REVIEWS_FILE
 from mnoted.store.settle import Settling
 from mnoted.store.sidecar import Sidecar
-from mnoted.store.spares import Spares
 from mnoted.store.staged import staged as staged_paths
 from mnoted.store.statcache import Key, StatCache, key_of
 from mnoted.store.statedir import PRIVATE_DIR, STATE_DIR, state_dir
 from mnoted.store.template import merged_gitignore, template_files
 from mnoted.store.worktree import FileWrites, disk_file, materialize, read_file
 
-SPARES_DIR = "spares"  # in the state folder (mnoted.store.spares)
 SIDECAR_NAME = "state.sqlite3"
 PROCESS_LOCK = "daemon.lock"
 COMMITTER = Identity("mnoted", indexer.COMMITTER_EMAIL)
@@ -224,16 +220,10 @@ class Workspace:
         self._staging = packs.Staging(None)
         self._writer = packs.object_writer(self._staging, repo)  # new trees and commits
         self._builders = trees.Builders()  # the writer's, by the tree each holds
-        # Files made ahead on a thread of their own, written instead of created (spares).
-        self._spares = Spares(self.state_dir / SPARES_DIR)
         self._reopen_objects(retired=False)  # (opening drops them: `_recover`)
         self._levels: list[list[str]] = [[]]  # the packs this store wrote, by merge level
         self._pack_lock = threading.Lock()  # maintenance() and the writer's merges
         self._odb_stale = False  # maintenance() removed packs the repository still lists
-        # The state databases' logs copied back off the writer's thread (store.checkpoints).
-        self._checkpoints = Checkpointer(
-            [self.state_dir / SIDECAR_NAME, self.state_dir / REVIEWS_FILE]
-        )
 
     # opening ------------------------------------------------------------------------------
     @classmethod
@@ -360,8 +350,6 @@ class Workspace:
             if self._merge_thread is not None:
                 self._merge_thread.shutdown(wait=True)  # a merge's files are not left half made
             self._closed = True
-            self._spares.close()
-            self._checkpoints.close()
             self._journal.close()
             self._side.close()
             self._kept_tree = None  # (before the repository it belongs to is freed)
@@ -1153,10 +1141,7 @@ class Workspace:
             return
         index_path = self.gitdir / "index"
         try:
-            # (with the spares, the old index's blocks are freed off this thread)
-            held = gitlock.acquire(
-                self.gitdir, index_path, wait=0.0, sync=False, spares=self._spares
-            )
+            held = gitlock.acquire(self.gitdir, index_path, wait=0.0, sync=False)
         except (LockBusy, StorageError, OSError) as exc:
             log.info("the Git index is refreshed later: %s", exc)
             return
@@ -1401,7 +1386,7 @@ class Workspace:
         self._settle()  # (the one journal is the last landing's until its folders are synced)
         wrote_pack = len(self._staging) > 0
         pack = (  # synced on the fsync pool while the branch is locked and the files written
-            packs.PackWrite(self._pack_dir, packs.entries_of(self._staging.objects()), self._spares)
+            packs.PackWrite(self._pack_dir, packs.entries_of(self._staging.objects()))
             if wrote_pack
             else None
         )
@@ -1419,7 +1404,6 @@ class Workspace:
                 last.result.commit,
                 wait=self._lock_wait,
                 sync=False,
-                spares=self._spares,
             )
         except BaseException as exc:
             self._put_pack(pack, quietly=True)  # its objects stay, as a commit that failed
@@ -1437,7 +1421,6 @@ class Workspace:
                         entry.files,
                         self._fresh.get,
                         self._stats,
-                        self._spares,
                         self._filters,
                         self._writers,
                     )
@@ -1548,7 +1531,6 @@ class Workspace:
                     entry,
                     self._fresh.get,
                     self._stats,
-                    self._spares,
                     self._filters,
                     self._writers,
                 )
@@ -1573,7 +1555,6 @@ class Workspace:
                 writes.close()
             self._fresh.clear()
         self.last_write = time.monotonic()
-        self._spares.refill()  # what the landing took, made while the next commands run
         self._merge_packs(2 * PACKS_PER_LEVEL, wait=True)
         if diverged:
             self.commit_external(diverged)

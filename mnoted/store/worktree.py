@@ -25,7 +25,6 @@ from mnoted.store.filters import Filters
 from mnoted.store.journal import Entry, FileStep
 from mnoted.store.paths import normalize
 from mnoted.store.settle import Settling, no_new_writer
-from mnoted.store.spares import Spare, Spares
 from mnoted.store.statcache import Key, StatCache, key_of
 
 
@@ -150,38 +149,16 @@ class _Pending:
     seen: Key | None  # the stat data of what the check found (None: nothing there)
     tmp: str = ""
     fd: int | None = None
-    spare: Spare | None = None  # the new file, when it is a spare (``tmp`` is its name)
     shown: str = ""  # the blob id of its bytes, where a smudge filter made them differ
 
-    def put_in_place(self, spares: Spares | None, taken_back: list[str]) -> bool:
-        """Rename the new file over the path; False if the file there is no longer the one
-        checked (found only when the new file is a spare exchanged with it: nothing changed).
-        A replaced file that ``spares`` may take back is left at a name added to
-        ``taken_back``."""
+    def put_in_place(self) -> None:
+        """Rename the new file over the path."""
         assert self.folder is not None
-        spare = self.spare
-        if spare is None:
-            os.rename(self.tmp, self.name, src_dir_fd=self.folder, dst_dir_fd=self.folder)
-            self.tmp = ""
-            return True
-        assert spares is not None
-        if self.seen is None or not spares.exchanges:  # nothing there to exchange with
-            spare.place(self.name, self.folder)
-        else:
-            old = spares.exchange(spare, self.name, self.folder, self.seen)
-            if old is False:
-                return False
-            if old is not None:
-                taken_back.append(old)
+        os.rename(self.tmp, self.name, src_dir_fd=self.folder, dst_dir_fd=self.folder)
         self.tmp = ""
-        with contextlib.suppress(OSError):  # (gone already: then there is nothing to take back)
-            spares.placed(os.stat(self.name, dir_fd=self.folder, follow_symlinks=False))
-        return True
 
     def drop_temp(self) -> None:
-        if self.spare is not None:
-            self.spare.remove()
-        elif self.folder is not None:
+        if self.folder is not None:
             with contextlib.suppress(OSError):
                 os.unlink(self.tmp, dir_fd=self.folder)
         self.tmp = ""
@@ -193,7 +170,6 @@ def materialize(
     entry: Entry,
     data_of: Callable[[str], bytes | None] | None = None,
     stats: StatCache | None = None,
-    spares: Spares | None = None,
     filters: Filters | None = None,
     settling: Settling | None = None,
 ) -> list[str]:
@@ -213,7 +189,7 @@ def materialize(
     diverged: list[str] = []
     for start in range(0, len(entry.files), durable.CHUNK):  # bounded open files
         chunk = entry.files[start : start + durable.CHUNK]
-        writes = FileWrites(repo, root, chunk, data_of, stats, spares, filters, settling)
+        writes = FileWrites(repo, root, chunk, data_of, stats, filters, settling)
         try:
             durable.sync_fds(writes.fds())
             diverged += writes.finish()
@@ -239,7 +215,6 @@ class FileWrites:
         steps: Sequence[FileStep],
         data_of: Callable[[str], bytes | None] | None,
         stats: StatCache | None,
-        spares: Spares | None = None,
         filters: Filters | None = None,
         settling: Settling | None = None,
     ) -> None:
@@ -250,12 +225,10 @@ class FileWrites:
         self._folders = _Folders(root)
         self._also: list[str] = []  # folders synced with the files' (the branch's)
         self._syncing: durable.Syncing | None = None
-        self._spares = spares
-        self._taken_back: list[str] = []  # replaced files, spares once the folders are synced
         try:
             for step in steps:
                 try:
-                    pending = _prepare(repo, step, self._folders, data_of, stats, spares, filters)
+                    pending = _prepare(repo, step, self._folders, data_of, stats, filters)
                 except PathRejected:
                     pending = None
                     self.diverged.append(step.path)
@@ -297,8 +270,8 @@ class FileWrites:
     def finish(self, *, wait: bool = True) -> list[str]:
         """Put every file in place (its temporary file synced); the paths left alone.
 
-        New files go first: a removal drops the folders it leaves empty, and a spare is not
-        in its folder to keep it (the new file would then have no folder to go to). With
+        New files go first: a removal drops the folders it leaves empty, and a temporary
+        file in a folder keeps it (the new file then has a folder to go to). With
         ``wait`` False the folders' syncs are only started: :meth:`wait` ends them.
         """
         synced: set[int] = set()
@@ -310,9 +283,8 @@ class FileWrites:
             with self._guard(p) as replaceable:
                 done = _unchanged(p) and replaceable()
                 if done and new:
-                    done = p.put_in_place(self._spares, self._taken_back)
-                    if done:
-                        self._placed(p)
+                    p.put_in_place()
+                    self._placed(p)
                 elif done:
                     try:
                         dirfd.remove(self._folders.root, p.parts, p.name)
@@ -356,16 +328,8 @@ class FileWrites:
     def wait(self) -> None:
         """Return once the folders :meth:`finish` changed are durable (raise if not)."""
         syncing, self._syncing = self._syncing, None
-        taken_back, self._taken_back = self._taken_back, []
-        try:
-            if syncing is not None:
-                syncing.wait()
-        except BaseException:
-            if self._spares is not None:  # a crash could bring their old names back
-                self._spares.drop_back(taken_back)
-            raise
-        if taken_back and self._spares is not None:
-            self._spares.take_back(taken_back)
+        if syncing is not None:
+            syncing.wait()
 
     def close(self) -> None:
         """Drop the temporary files not put in place, and the folders' fds."""
@@ -436,7 +400,6 @@ def _prepare(
     folders: _Folders,
     data_of: Callable[[str], bytes | None] | None,
     stats: StatCache | None,
-    spares: Spares | None = None,
     filters: Filters | None = None,
 ) -> _Pending | bool | None:
     """Check one path and start its write: a :class:`_Pending` file or removal, None if the
@@ -472,16 +435,8 @@ def _prepare(
     mode = file_mode(step.mode, seen[3] if seen is not None else None)
     if stats is not None:
         stats.saw(rel, data, step.new)
-    spare = spares.take(os.fstat(fd).st_dev, used=True) if spares is not None else None
-    if spare is None:
-        tmp, file_fd = dirfd.write_temp(fd, name, data, mode)
-        return _Pending(step.path, parts, name, fd, seen, tmp, file_fd, shown=shown)
-    try:
-        spare.fill(data, mode)
-    except BaseException:
-        spare.discard()
-        raise
-    return _Pending(step.path, parts, name, fd, seen, spare.name, spare.fd, spare, shown)
+    tmp, file_fd = dirfd.write_temp(fd, name, data, mode)
+    return _Pending(step.path, parts, name, fd, seen, tmp, file_fd, shown=shown)
 
 
 def _as_stored(

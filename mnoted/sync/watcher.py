@@ -275,10 +275,10 @@ class _PrunedWatchGroup(InotifyWatchGroup):
 
     def on_event(self, event: InotifyEvent) -> None:
         """Drop a file renamed into place that holds what the store said it wrote there
-        (:class:`OwnWrites`): the store's own writes, made in a spare file of its state
-        folder (not watched) or in a temporary file beside the page. A spare exchanged with
-        the page's old file (:mod:`~mnoted.store.spares`) also moves that file out: its
-        ``IN_MOVED_FROM`` is dropped when the page's name holds the store's bytes.
+        (:class:`OwnWrites`): the store's own writes, made in a temporary file beside the
+        page. A file exchanged with the page's old one (``renameat2(RENAME_EXCHANGE)``) also
+        moves that file out: its ``IN_MOVED_FROM`` is dropped when the page's name holds the
+        store's bytes.
 
         Left in, each of the store's writes woke three more threads to find, a quiet
         period later, that nothing had changed. Any other rename goes on, both halves in

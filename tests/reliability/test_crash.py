@@ -19,7 +19,6 @@ import uuid
 import pytest
 
 from mnoted.client.client import Unreachable
-from mnoted.store.spares import PREFIX as SPARE_PREFIX
 from tests.e2e.conftest import DaemonProcess, fsck
 
 ROUNDS = int(os.environ.get("MNOTE_CRASH_ROUNDS", "6"))
@@ -93,13 +92,8 @@ def check_invariants(daemon: DaemonProcess, acked: list[dict]) -> None:
     assert checked.returncode == 0, f"git fsck: {checked.stdout}{checked.stderr}\npacks: {packs}"
     leftovers = [p for p in root.rglob("*") if p.name.startswith(".mnote-tmp-")]
     assert leftovers == []
-    # spare files are the running daemon's; those of the processes killed before are gone
+    # lock tokens are the running daemon's; those of the processes killed before are gone
     assert daemon.proc is not None
-    spares = root / ".git" / "mnote" / "state" / "spares"
-    mine = f"{SPARE_PREFIX}{daemon.proc.pid}-"
-    left = os.listdir(spares) if spares.is_dir() else []
-    assert [n for n in left if not n.startswith(mine)] == []
-    # so are the lock tokens, and the branch's old files kept for the spares' thread to free
     locks = root / ".git" / "mnote" / "locks"
     tokens = os.listdir(locks) if locks.is_dir() else []
     assert [n for n in tokens if f".{daemon.proc.pid}." not in n] == []

@@ -1,7 +1,6 @@
-"""The Nth ``fsync``, ``rename``, ``renameat2`` (a spare exchanged with a page's old file)
-or ``write`` of a write fails (EIO, ENOSPC), once or from then on, wherever it happens: on
-the writer's thread or on the fsync pool that syncs a landing's pack while the branch is
-locked.
+"""The Nth ``fsync``, ``rename``, ``write`` or ``pwrite`` of a write fails (EIO, ENOSPC),
+once or from then on, wherever it happens: on the writer's thread or on the fsync pool that
+syncs a landing's pack while the branch is locked.
 
 The named fault points (``test_io_faults.py``) fail a step; these fail the system calls
 under the steps, each one in turn. Either way: a structured error or a durable commit,
@@ -19,17 +18,16 @@ from typing import Any
 
 import pytest
 
-from mnoted.store import dirfd, uring
 from tests.reliability.test_io_faults import check, ids_in_history
 from tests.service.conftest import Harness
 
-CALLS = ("fsync", "rename", "write", "pwrite", "renameat2")
-OWNERS: dict[str, Any] = {"renameat2": dirfd}  # the others: os
+CALLS = ("fsync", "rename", "write", "pwrite")
+OWNERS: dict[str, Any] = {}  # where a call is looked up, when not in os
 
 
 class Injector:
-    """Counts the calls of one ``os`` function made by the store (not by the spares' own
-    thread, whose timing varies) and fails those from the ``fail_from``-th on."""
+    """Counts the calls of one ``os`` function made by the store and fails those from the
+    ``fail_from``-th on."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -41,16 +39,15 @@ class Injector:
         self._lock = threading.Lock()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if threading.current_thread().name != "mnoted-spares":
-            with self._lock:
-                self.calls += 1
-                n = self.calls
-            if (
-                self.fail_from is not None
-                and n >= self.fail_from
-                and (self.fail_until is None or n < self.fail_until)
-            ):
-                raise OSError(self.code, os.strerror(self.code))
+        with self._lock:
+            self.calls += 1
+            n = self.calls
+        if (
+            self.fail_from is not None
+            and n >= self.fail_from
+            and (self.fail_until is None or n < self.fail_until)
+        ):
+            raise OSError(self.code, os.strerror(self.code))
         return self.real(*args, **kwargs)
 
     def arm(self, nth: int, *, once: bool, code: int) -> None:
@@ -67,8 +64,6 @@ class Injector:
 def injector(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Injector]:
     inj = Injector(request.param)
     monkeypatch.setattr(OWNERS.get(request.param, os), request.param, inj)
-    if request.param == "fsync":  # every sync through `os.fsync`, none through io_uring
-        monkeypatch.setattr(uring, "ENABLED", False)
     yield inj
     inj.clear()
 

@@ -440,9 +440,8 @@ def test_a_remote_named_in_the_workspace_config(
 ) -> None:
     """``[remote]`` of ``.mnote/config.toml`` names a remote the sync adds (and keeps at that
     URL) and its timing; a reload that does not read keeps the last good settings."""
-    from mnoted.host.remote import configured_from
-
     from mnoted.errors import WorkspaceInvalid
+    from mnoted.host.remote import configured_from
     from mnoted.store.config import CONFIG_PATH
 
     monkeypatch.delenv("MNOTE_SYNC_INTERVAL", raising=False)

@@ -61,7 +61,6 @@ def test_repeated_commands_keep_nothing_alive(h: Harness) -> None:
     # SQLite and `io.open` keep for them levels off (up to ~140 blocks here, whether after
     # 200 calls or 2,000), yet could pass a bound of CYCLES // 2 on a loaded machine.
     not_calls = [
-        tracemalloc.Filter(False, "*/mnoted/store/checkpoints.py", all_frames=True),
         tracemalloc.Filter(False, inspect.getsourcefile(Harness) or "", _saves_line(), True),
     ]
     before, after = before.filter_traces(not_calls), after.filter_traces(not_calls)

@@ -48,9 +48,7 @@ def _run_writer(
         args += [step, str(countdown)]
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2]))
     # Its output goes to files, not pipes: a writer whose pipe filled would be killed
-    # blocked in a print, never inside the store; and on Linux 6.18 (this project's VM) a
-    # process blocked writing to a full pipe while its io_uring syncs complete can lose a
-    # page of what it wrote (docs/store.md, *Durability settings*): a command's intent.
+    # blocked in a print, never inside the store.
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(args, stdout=out, stderr=err, env=env)
         try:

@@ -20,12 +20,11 @@ from typing import Any
 import pytest
 
 from mnoted.errors import NotFound, PathRejected
-from mnoted.store import CommandMeta, Delete, Workspace, Write, dirfd, faults, trees
+from mnoted.store import CommandMeta, Delete, Workspace, Write, faults, trees
 from mnoted.store import planning as planning_mod
 from mnoted.store import workspace as workspace_mod
 from mnoted.store.atomic import remove_temp_files
 from mnoted.store.paths import TEMP_PREFIX
-from mnoted.store.spares import PREFIX as SPARE_PREFIX
 from tests.store.conftest import assert_clean, git
 
 SECRET = b"SECRET-3f9a outside the workspace\n"
@@ -138,7 +137,7 @@ def test_write_after_the_check_goes_nowhere_outside(
             lambda path, *a, **k: "page.md" in str(path),
             before=True,
         )
-    else:  # just before the new file is created beside the page, or a spare put there
+    else:  # just before the new file is created beside the page
         swapped = []
         swap_after(
             monkeypatch,
@@ -146,28 +145,6 @@ def test_write_after_the_check_goes_nowhere_outside(
             "open",
             scene,
             lambda path, *a, **k: TEMP_PREFIX in str(path),
-            before=True,
-            swapped=swapped,
-        )
-        swap_after(
-            monkeypatch,
-            os,
-            "rename",
-            scene,
-            lambda src, dst, *a, **k: (
-                str(src).startswith(SPARE_PREFIX) and str(dst).endswith(".md")
-            ),
-            before=True,
-            swapped=swapped,
-        )
-        swap_after(  # a spare exchanged with the page's old file
-            monkeypatch,
-            dirfd,
-            "renameat2",
-            scene,
-            lambda src_fd, src, dst_fd, dst, flags: (
-                dst.startswith(SPARE_PREFIX) and src.endswith(".md")
-            ),
             before=True,
             swapped=swapped,
         )
