@@ -430,9 +430,14 @@ def test_after_a_stretch_of_writes_the_maintenance_runs_and_then_its_follow_up(
         r.stop()
 
 
-def test_the_runner_outlives_a_failing_index_refresh(runner: WorkspaceRunner) -> None:
+def test_the_runner_outlives_a_failing_index_refresh(
+    runner: WorkspaceRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A full disk while the idle writer refreshes the Git index: logged, the workspace
-    keeps serving, and the index is brought in step once the disk has room again."""
+    keeps serving, and the index is brought in step once the disk has room again. (The
+    landing's own index update is switched off: its paths are left to the idle refresh, as
+    when someone else holds ``index.lock`` at the landing.)"""
+    monkeypatch.setattr(Workspace, "_index_landed", lambda self, paths: None)
     root = runner.root
     faults.arm_error("index-written", errno.ENOSPC, times=3)
 
