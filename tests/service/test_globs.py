@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import random
 
+import pathspec
 import pytest
 
 from mnoted.service.actors import Actor, glob_match
 
-pathspec = pytest.importorskip("pathspec")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # (gitwildmatch's name)
 
 
