@@ -333,8 +333,9 @@ def test_three_daemons_over_smart_http() -> None:
 
 
 def _sessions(d: DaemonProcess) -> list[Any]:
-    """The review sessions of ``d``, each with its proposal (a held version's text)."""
-    listed = json.loads(d.cli("--json", "review", "list").stdout)["result"]["sessions"]
+    """The review sessions of ``d``, each with its proposal (a held version's text): all of
+    them (a deep run holds more than a listing's default 50)."""
+    listed = call(d, "mnote.review.list", None, limit=1000)["sessions"]
     return [call(d, "mnote.review.get", None, sessionId=s["sessionId"]) for s in listed]
 
 
