@@ -25,17 +25,13 @@ STATE_HINTS = {
         "run `git cherry-pick --continue` or `--abort`",
     ),
     pygit2.enums.RepositoryState.BISECT: ("a bisect", "run `git bisect reset`"),
-    pygit2.enums.RepositoryState.REBASE: (
-        "a rebase",
-        "run `git rebase --continue` or `git rebase --abort`",
-    ),
-    pygit2.enums.RepositoryState.REBASE_INTERACTIVE: (
-        "a rebase",
-        "run `git rebase --continue` or `git rebase --abort`",
-    ),
-    pygit2.enums.RepositoryState.REBASE_MERGE: (
-        "a rebase",
-        "run `git rebase --continue` or `git rebase --abort`",
+    **dict.fromkeys(
+        (
+            pygit2.enums.RepositoryState.REBASE,
+            pygit2.enums.RepositoryState.REBASE_INTERACTIVE,
+            pygit2.enums.RepositoryState.REBASE_MERGE,
+        ),
+        ("a rebase", "run `git rebase --continue` or `git rebase --abort`"),
     ),
     pygit2.enums.RepositoryState.APPLY_MAILBOX: (
         "a patch application",
