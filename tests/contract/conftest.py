@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import socket
 import tempfile
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -87,16 +86,6 @@ def raw_http(sock_path: Path, request: bytes) -> tuple[int, bytes]:
         while len(body) < length:
             body += s.recv(65536)
         return int(head.split(b" ", 2)[1]), body[:length]
-
-
-def wait_for(condition: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def trailers(d: DaemonProcess, revision: str) -> dict[str, list[str]]:

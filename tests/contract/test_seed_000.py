@@ -17,10 +17,9 @@ from tests.contract.conftest import (
     raw_http,
     started,
     trailers,
-    wait_for,
     write,
 )
-from tests.e2e.conftest import DaemonProcess
+from tests.e2e.conftest import DaemonProcess, wait_for
 
 FILES = {
     "plan.md": PLAN,

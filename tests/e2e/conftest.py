@@ -11,8 +11,9 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -93,12 +94,17 @@ class DaemonProcess:
             timeout=60,
         )
 
-    def agent_token(self, actor: str, *scopes: str, workspace: Path | None = None) -> str:
-        """A token made the way a user makes one: `mnote grant create` (owner's CLI)."""
+    def agent_token(
+        self, actor: str, *scopes: str, workspace: Path | None = None, paths: Sequence[str] = ()
+    ) -> str:
+        """A token made the way a user makes one: `mnote grant create` (owner's CLI), for
+        ``paths`` (grant globs) if given, else the whole workspace."""
         where = str(workspace or self.workspace)
         args = ["--json", "grant", "create", "--workspace", where, "--actor", actor]
         for scope in scopes:
             args += ["--scope", scope]
+        for path in paths:
+            args += ["--path", path]
         made = self.cli(*args)
         assert made.returncode == 0, made.stderr
         return str(json.loads(made.stdout)["token"])
@@ -132,6 +138,17 @@ class DaemonProcess:
                 return
             time.sleep(0.1)
         raise AssertionError(f"not clean when idle:\n{self.git('status', '--porcelain')[:2000]}")
+
+
+def wait_for(condition: Callable[[], Any], message: str = "", timeout: float = 30.0) -> Any:
+    """Poll ``condition`` until it gives a true value (returned), or fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out: {message or 'condition not met'}")
 
 
 def listen_events(

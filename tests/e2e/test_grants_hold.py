@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import os
 import random
-import time
 
-from tests.e2e.conftest import DaemonProcess, listen_events
+from tests.e2e.conftest import DaemonProcess, listen_events, wait_for
 
 
 def envelope(tool: str, **fields: object) -> dict[str, object]:
@@ -27,22 +26,13 @@ def _token(daemon: DaemonProcess, *paths: str) -> tuple[str, str]:
     return str(out["token"]), str(out.get("tokenId") or out["record"]["tokenId"])
 
 
-def _wait(predicate, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not reached")
-
-
 def test_status_lists_only_granted_uncommitted_paths(daemon: DaemonProcess) -> None:
     token, _ = _token(daemon, "notes/**")
     # two hard links: the watcher keeps both out of the history, and status names them
     (daemon.workspace / "salary-secret.md").write_text("# Salary\n\n123456\n")
     os.link(daemon.workspace / "salary-secret.md", daemon.workspace / "salary-copy.md")
     owner = daemon.client()
-    _wait(lambda: "salary-secret.md" in json.dumps(owner.request("GET", "/v1/workspaces")[1]))
+    wait_for(lambda: "salary-secret.md" in json.dumps(owner.request("GET", "/v1/workspaces")[1]))
     status, body = daemon.client(token=token).request("GET", "/v1/workspaces")
     assert status == 200 and "salary" not in json.dumps(body)
     assert body["workspaces"][0]["pendingChanges"] == 0

@@ -14,14 +14,14 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mnoted.store import Workspace
-from tests.e2e.conftest import DaemonProcess, fsck
+from tests.e2e.conftest import DaemonProcess, fsck, wait_for
 
 ROUNDS = int(os.environ.get("MNOTE_SYNC_ROUNDS", "3"))
 SYNC_ENV = {"MNOTE_SYNC_INTERVAL": "0.15", "MNOTE_SYNC_PUSH_DELAY": "0.05"}
@@ -32,16 +32,6 @@ def run_git(cwd: Path, *args: str) -> str:
     return subprocess.run(
         ["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env
     ).stdout
-
-
-def wait_for(what: Callable[[], Any], message: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = what()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out: {message}")
 
 
 def tree(root: Path) -> dict[str, bytes]:

@@ -18,7 +18,7 @@ import pytest
 from mnoted.store import Workspace
 from mnoted.store.search_index import INDEX_FILE
 from mnoted.store.statedir import STATE_DIR
-from tests.e2e.conftest import DaemonProcess
+from tests.e2e.conftest import DaemonProcess, wait_for
 
 CORPUS_ZH = Path("/work/shared/corpus/obsidian-help/zh/快速入门")
 _ids = itertools.count(1)
@@ -99,13 +99,13 @@ def paths(result: dict[str, Any]) -> list[str]:
 
 
 def wait_complete(d: DaemonProcess, timeout: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = search(d, "zebra")
-        if result["complete"]:
-            return result
-        time.sleep(0.05)
-    raise AssertionError("the index never completed")
+    return dict(
+        wait_for(
+            lambda: (result := search(d, "zebra"))["complete"] and result,
+            "the index completed",
+            timeout,
+        )
+    )
 
 
 def _search_status(d: DaemonProcess) -> dict[str, Any]:
@@ -182,13 +182,8 @@ def test_japanese_substrings(d: DaemonProcess) -> None:
 
 
 def grant(d: DaemonProcess, actor: str, *globs: str, write: bool = False) -> str:
-    args = ["--json", "grant", "create", "--workspace", str(d.workspace), "--actor", actor]
-    args += ["--scope", "page.read"] + (["--scope", "page.write"] if write else [])
-    for glob in globs:
-        args += ["--path", glob]
-    made = d.cli(*args)
-    assert made.returncode == 0, made.stderr
-    return str(json.loads(made.stdout)["token"])
+    scopes = ("page.read", "page.write") if write else ("page.read",)
+    return d.agent_token(actor, *scopes, paths=globs)
 
 
 def test_a_grant_hides_pages_from_hits_and_counts(d: DaemonProcess) -> None:

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from mnoted.server.daemon import DaemonConfig
 from mnoted.store import Workspace
 from mnoted.store.config import WorkspaceConfig
 from mnoted.store.statedir import state_dir
-from tests.e2e.conftest import DaemonProcess
+from tests.e2e.conftest import DaemonProcess, wait_for
 
 GOOD = 'workspaceId = "ws_1"\n'
 
@@ -140,15 +139,6 @@ def test_a_bad_daemon_setting_at_start_up_is_an_error_not_a_traceback(tmp_path: 
     assert ran.returncode != 0
     assert "Traceback" not in ran.stderr
     assert "requestSeconds = inf" in ran.stderr and "hint:" in ran.stderr
-
-
-def wait_for(check: object, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
-            return
-        time.sleep(0.1)
-    raise AssertionError("condition not met in time")
 
 
 def test_a_bad_value_at_reload_keeps_the_last_good_settings() -> None:

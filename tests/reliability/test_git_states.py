@@ -20,12 +20,6 @@ def _call(client: Any, tool: str, doc: str | None, args: dict[str, Any]) -> dict
     return dict(resp)
 
 
-def _git(daemon: DaemonProcess, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=daemon.workspace, check=True, capture_output=True, text=True
-    ).stdout
-
-
 def test_the_index_holds_every_acknowledged_write(daemon: DaemonProcess) -> None:
     client = daemon.client()
     for i in range(50):
@@ -39,9 +33,9 @@ def test_the_index_holds_every_acknowledged_write(daemon: DaemonProcess) -> None
             if not resp["ok"] and resp["error"]["code"] == "mnote_tool_not_found":
                 resp = _call(client, "mnote.page.create", None, {"path": path, "content": f"v{i}"})
         assert resp["ok"], resp["error"]
-        cached = _git(daemon, "diff", "--cached", "--name-status")
+        cached = daemon.git("diff", "--cached", "--name-status")
         assert cached == "", f"write {i}: the index differs from HEAD:\n{cached}"
-        status = _git(daemon, "status", "--porcelain")
+        status = daemon.git("status", "--porcelain")
         assert status == "", f"write {i}: git status is not clean:\n{status}"
 
 
@@ -62,12 +56,12 @@ def test_a_merge_in_progress(daemon: DaemonProcess) -> None:
     saved = _call(client, "mnote.page.save", "other.md", {"content": ["from main"]})
     assert saved["ok"], saved["error"]
     daemon.wait_idle_clean()
-    _git(daemon, "fetch", "-q", str(clone), "HEAD")
+    daemon.git("fetch", "-q", str(clone), "HEAD")
     merge = subprocess.run(
         ["git", *ident, "merge", "FETCH_HEAD"], cwd=root, capture_output=True, text=True
     )
     assert merge.returncode != 0 and (root / ".git" / "MERGE_HEAD").exists(), merge
-    head = _git(daemon, "rev-parse", "HEAD").strip()
+    head = daemon.git("rev-parse", "HEAD").strip()
     for doc in ("plan.md", "other.md"):
         got = _call(client, "mnote.page.get", doc, {})
         assert got["ok"], got["error"]
@@ -78,11 +72,11 @@ def test_a_merge_in_progress(daemon: DaemonProcess) -> None:
     (root / "plan.md").write_text("# Plan\n\nedited during the merge\n")
     shown = daemon.cli("status")
     assert "in the middle of a merge" in shown.stdout and "git merge --abort" in shown.stdout
-    assert _git(daemon, "rev-parse", "HEAD").strip() == head  # nothing committed meanwhile
+    assert daemon.git("rev-parse", "HEAD").strip() == head  # nothing committed meanwhile
     aborted = subprocess.run(["git", "merge", "--abort"], cwd=root, capture_output=True, text=True)
-    assert aborted.returncode == 0, (aborted.stderr, _git(daemon, "status", "--porcelain"))
+    assert aborted.returncode == 0, (aborted.stderr, daemon.git("status", "--porcelain"))
     written = _call(client, "mnote.page.save", "plan.md", {"content": ["agent"], "mode": "append"})
     assert written["ok"], written["error"]
-    text = _git(daemon, "show", "HEAD:plan.md")
+    text = daemon.git("show", "HEAD:plan.md")
     assert "edited during the merge" in text and "agent" in text
     assert "in the middle" not in daemon.cli("status").stdout
