@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 from mnoted.core import frontmatter as fm
-from mnoted.core.blocks import CONTAINER_TYPES, ITEM_TYPES, Block
+from mnoted.core.blocks import ITEM_TYPES, Block
 from mnoted.core.parse import parse_blocks
 from mnoted.core.source import BOM, Source
 
@@ -124,9 +124,7 @@ def _unit_ends(blocks: Sequence[Block]) -> list[int]:
             out.append(block.head_end)
             out.extend(_unit_ends(block.children))
             out.append(block.end)
-        elif block.type in CONTAINER_TYPES:  # quote, callout: one unit (prefixed lines)
-            out.append(block.end)
-        else:
+        else:  # a leaf, or a quote or callout: one unit (prefixed lines)
             out.append(block.end)
     return out
 

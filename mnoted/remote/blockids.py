@@ -39,9 +39,6 @@ class PageCache(Protocol):
     def remember_ids(self, ws: Workspace, doc: DocRef, blob: str, page: Page) -> None: ...
 
 
-_SIG = pygit2.Signature("mnoted", indexer.COMMITTER_EMAIL)
-
-
 def remote_notes_ref(remote: str) -> str:
     """Where a remote's notes are fetched to (``git.fetch`` names the same)."""
     return f"refs/mnote/remote-notes/{remote}/mnote-blockids"
@@ -152,7 +149,8 @@ def publish(
             parents = [local_id]
         elif _descends(repo, theirs_id, local_id):
             parents = [theirs_id]
-    commit = repo.create_commit(None, _SIG, _SIG, "mnote block ids\n", builder.write(), parents)
+    sig = pygit2.Signature("mnoted", indexer.COMMITTER_EMAIL)  # (made now: it takes the time)
+    commit = repo.create_commit(None, sig, sig, "mnote block ids\n", builder.write(), parents)
     repo.references.create(NOTES_REF, commit, force=True)
     return str(commit)
 

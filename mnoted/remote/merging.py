@@ -24,14 +24,14 @@ from dataclasses import dataclass, field
 import pygit2
 
 from mnoted.core.merge import Held, merge_page
-from mnoted.store import indexer, treediff
+from mnoted.store import indexer, treediff, trees
+from mnoted.store.indexer import is_document
 from mnoted.store.message import format_message
 from mnoted.store.model import CommandMeta
 
 MERGE_COMMAND = "remote.merge"
 MERGE_ACTOR = "sync"
 COMMITTER = pygit2.Signature("mnoted", indexer.COMMITTER_EMAIL)
-_ID_WALK = 10_000  # first-parent commits walked back to find where a document began
 
 
 @dataclass
@@ -43,10 +43,6 @@ class Plan:
     merged: list[str] = field(default_factory=list)  # pages merged on their blocks
     held: list[tuple[str, Held]] = field(default_factory=list)  # (path, held version)
     copies: list[str] = field(default_factory=list)  # side-by-side copies of other files
-
-
-def is_page(path: str) -> bool:
-    return indexer.is_document(path)
 
 
 def conflict_name(path: str, host: str, taken: set[str]) -> str:
@@ -160,7 +156,7 @@ def _resolve(
         target = str(renamed.path)
     else:
         target = str(mine.path)
-    if is_page(target) and is_page(str(mine.path)) and is_page(str(other.path)):
+    if is_document(target) and is_document(str(mine.path)) and is_document(str(other.path)):
         base = _data(repo, anc)
         result = merge_page(base, _data(repo, mine) or b"", _data(repo, other) or b"")
         blob = repo.create_blob(result.data)
@@ -195,14 +191,14 @@ def _remerge_pages(
     done = set(plan.merged)
     for entry in list(index):
         path = entry.path
-        if path in done or not is_page(path):
+        if path in done or not is_document(path):
             continue
         base_path = ours_from.get(path) or theirs_from.get(path) or path
-        o = _blob_at(ours, _path_in(ours_from, base_path, path))
-        t = _blob_at(theirs, _path_in(theirs_from, base_path, path))
+        o = trees.blob_object_at(ours, _path_in(ours_from, base_path, path))
+        t = trees.blob_object_at(theirs, _path_in(theirs_from, base_path, path))
         if o is None or t is None or str(entry.id) in (str(o.id), str(t.id)):
             continue
-        b = _blob_at(base, base_path)
+        b = trees.blob_object_at(base, base_path)
         result = merge_page(b.data if b is not None else None, o.data, t.data)
         blob = repo.create_blob(result.data)
         index.add(pygit2.IndexEntry(path, blob, entry.mode))
@@ -226,15 +222,6 @@ def _path_in(renamed_from: dict[str, str], base_path: str, path: str) -> str:
     return path if path not in renamed_from or renamed_from[path] == base_path else base_path
 
 
-def _blob_at(tree: pygit2.Tree, path: str) -> pygit2.Blob | None:
-    try:
-        obj = tree[path]
-    except KeyError:
-        return None
-    blob = obj if isinstance(obj, pygit2.Blob) else None
-    return blob
-
-
 def _carried_ids(
     repo: pygit2.Repository, first: pygit2.Tree, merged: pygit2.Tree, second: pygit2.Commit
 ) -> dict[str, str]:
@@ -244,7 +231,7 @@ def _carried_ids(
     added = [
         d.new_path
         for d in treediff.diff(repo, first, merged)
-        if d.status == "A" and d.new_path and is_page(d.new_path)
+        if d.status == "A" and d.new_path and is_document(d.new_path)
     ]
     return history_ids(repo, second, added) if added else {}
 
@@ -271,7 +258,7 @@ def history_ids(
                 out[asked] = named[now]
                 del wanted[now]
                 continue
-            if parent is not None and _has_path(parent.tree, now):
+            if parent is not None and trees.object_at(parent.tree, now) is not None:
                 continue
             del wanted[now]
             renamed = [
@@ -285,11 +272,3 @@ def history_ids(
                 out[asked] = indexer.generated_id(str(commit.id), now)
         commit = parent
     return out
-
-
-def _has_path(tree: pygit2.Tree, path: str) -> bool:
-    try:
-        tree[path]
-    except KeyError:
-        return False
-    return True

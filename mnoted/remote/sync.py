@@ -450,7 +450,8 @@ class RemoteSync:
 
     def _local_head(self) -> str | None:
         assert self._head is not None
-        head: str | None = self._on_writer(lambda: self._head() if self._head else (None, ""))[0]
+        head_of = self._head
+        head: str | None = self._on_writer(head_of)[0]
         return head
 
     def _descends(self, commit: str | None, ancestor: str) -> bool:

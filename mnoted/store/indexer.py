@@ -18,7 +18,7 @@ import pygit2
 
 from mnoted.core.frontmatter import document_id
 from mnoted.errors import WorkspaceInvalid
-from mnoted.store import message, treediff
+from mnoted.store import message, treediff, trees
 from mnoted.store.model import CommandRecord, scoped_key
 from mnoted.store.sidecar import Sidecar
 
@@ -345,11 +345,11 @@ def advance_merge(
         nonlocal renamed
         if path not in at_base:
             doc = None
-            was = _blob_in(base_tree, path)
+            was = trees.blob_object_at(base_tree, path)
             if was is not None:
                 now = path
                 if top is not None:  # (the merge's rows hold the ids it left)
-                    if not _in_tree(top.tree, path):
+                    if trees.object_at(top.tree, path) is None:
                         if renamed is None:
                             deltas = treediff.diff(repo, base_tree, top.tree)
                             renamed = {
@@ -358,7 +358,7 @@ def advance_merge(
                                 if d.status == "R" and d.old_path and d.new_path
                             }
                         now = renamed.get(path, "")
-                    kept = _blob_in(top.tree, now) if now else None
+                    kept = trees.blob_object_at(top.tree, now) if now else None
                     if kept is None:
                         raise _GiveUp(path)
                     if kept.id != was.id:
@@ -402,7 +402,7 @@ def advance_merge(
         target = {
             path: ids[path] if path in ids else base_id(path)
             for path in candidates
-            if is_document(path) and _in_tree(merge.tree, path)
+            if is_document(path) and trees.object_at(merge.tree, path) is not None
         }
     except _GiveUp:
         return None
@@ -444,19 +444,3 @@ def advance_merge(
 
 class _GiveUp(Exception):
     """:func:`advance_merge` cannot vouch for an id: the caller rebuilds."""
-
-
-def _blob_in(tree: pygit2.Tree, path: str) -> pygit2.Blob | None:
-    try:
-        obj = tree[path]
-    except KeyError:
-        return None
-    return obj if isinstance(obj, pygit2.Blob) else None
-
-
-def _in_tree(tree: pygit2.Tree, path: str) -> bool:
-    try:
-        tree[path]
-    except KeyError:
-        return False
-    return True

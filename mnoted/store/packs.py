@@ -24,6 +24,7 @@ pack. They are written in a staging folder and moved in pack first.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import itertools
 import os
@@ -295,14 +296,13 @@ class PackWrite:
     def __init__(self, pack_dir: Path, entries: Sequence[_Entry]) -> None:
         pack, idx, self.name = _assemble(entries)
         self._folder = folder = os.fspath(pack_dir)  # strings: a pack is made on every write
-        in_folder(folder, lambda: os.stat(folder))  # (made if missing)
         self._tmp_idx = f"{folder}/{TMP_IDX}{self.name}"
         self._made: list[tuple[str, int]] = []  # temporary name, fd
         self._sync = durable.Syncing(())
         try:
             for path, data in ((f"{folder}/{TMP_PACK}{self.name}", pack), (self._tmp_idx, idx)):
                 flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
-                fd = os.open(path, flags, 0o444)
+                fd = in_folder(folder, functools.partial(os.open, path, flags, 0o444))
                 self._made.append((path, fd))
                 dirfd.write_all(fd, data)
         except BaseException:

@@ -1,7 +1,7 @@
 """Where a workspace keeps what it never commits: ``.git/mnote/state/``.
 
-The sidecar database, the review sessions, the agents' tokens, the command journal and the
-spare files live in the Git directory, beside the daemon's lock, because nothing that
+The sidecar database, the review sessions, the agents' tokens and the command journal live
+in the Git directory, beside the daemon's lock, because nothing that
 cleans a work tree reaches there: ``git clean -fdx`` and ``git stash --all`` remove ignored
 files, and removed ``.mnote/state/`` (where mnoted kept them before) with every grant and
 every unanswered review session in it.

@@ -46,6 +46,12 @@ def object_at(tree: pygit2.Tree | None, path: str) -> pygit2.Object | None:
         return None
 
 
+def blob_object_at(tree: pygit2.Tree | None, path: str) -> pygit2.Blob | None:
+    """The file at ``path`` in ``tree`` as a blob, or None if no file is there."""
+    obj = object_at(tree, path)
+    return obj if isinstance(obj, pygit2.Blob) else None
+
+
 def entry_at(tree: pygit2.Tree | None, path: str) -> tuple[str, int] | None:
     """The (blob id, mode) at ``path`` in ``tree``, or None if no file is there."""
     obj = object_at(tree, path)

@@ -1047,8 +1047,6 @@ class Workspace:
         self._check_thread()
         self._collect_index(block=True)
         entries = self._pending_entries()
-        if entries and unfinished_operation(self._repo) is not None:
-            entries = self._stale_beside_operation(entries)
         if not entries:
             return
         try:
@@ -1075,8 +1073,6 @@ class Workspace:
         if self._index_job is not None or time.monotonic() < self._index_next:
             return
         entries = self._pending_entries()
-        if entries and unfinished_operation(self._repo) is not None:
-            entries = self._stale_beside_operation(entries)
         if not entries:
             return
         if self._index_thread is None:
@@ -1092,7 +1088,8 @@ class Workspace:
 
     def _pending_entries(self) -> dict[str, gitindex.Entry]:
         """HEAD's entries for the paths whose Git index entry is still to be refreshed
-        (those a landing set already are no longer pending)."""
+        (those a landing set already are no longer pending); while a Git operation is under
+        way, only those it leaves to mnoted (:meth:`_stale_beside_operation`)."""
         entries = gitindex.entries_at(self._head_tree(), self._side.index_pending())
         synced, self._synced = self._synced, {}
         kept = self._index_file
@@ -1105,6 +1102,8 @@ class Workspace:
             self._side.clear_index_pending(done)
             for path in done:
                 del entries[path]
+        if entries and unfinished_operation(self._repo) is not None:
+            entries = self._stale_beside_operation(entries)
         return entries
 
     def _stale_beside_operation(
@@ -1223,7 +1222,7 @@ class Workspace:
     def _ready_to_write(self) -> None:
         # Once a group: nine stats each time, and a command checks three times.
         if self._group is None or not self._group.checked:
-            problem = unfinished_operation(self._repo) or self._index_conflicts()
+            problem = self.operation()
             if problem is not None:
                 raise WorkspaceInvalid(
                     f"{self.root} is in the middle of {problem[0]}; mnoted will not commit now",
@@ -1897,11 +1896,7 @@ class Workspace:
         elif meta.actor == EXTERNAL_ACTOR:
             ident = self._external or identity_from_config(self._repo)
         elif meta.actor == OWNER_ACTOR:  # (the person: `git log --author` finds their edits)
-            ident = (
-                self._external
-                or user_identity(self._repo)
-                or Identity(OWNER_ACTOR, f"{OWNER_ACTOR}@mnote.local")
-            )
+            ident = self.user_identity() or Identity(OWNER_ACTOR, f"{OWNER_ACTOR}@mnote.local")
         else:
             safe = "".join(c for c in meta.actor if c.isalnum() or c in "-_.") or "agent"
             ident = Identity(meta.actor, f"{safe}@mnote.local")
