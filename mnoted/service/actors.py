@@ -36,7 +36,7 @@ class Actor:
         """Whether the token's path grants cover ``path`` (:func:`glob_match`)."""
         if self.is_owner:
             return True
-        return any(_glob(path, pattern) for pattern in self.grants)
+        return any(glob_match(path, pattern) for pattern in self.grants)
 
     def invalid_at(self, now: float) -> str | None:
         """Why the token no longer acts at ``now`` (revoked, expired), or None."""
@@ -63,10 +63,6 @@ class Actor:
             record.revoked,
             workspace_id,
         )
-
-
-def _glob(path: str, pattern: str) -> bool:
-    return glob_match(path, pattern)
 
 
 _COMPILED: dict[str, re.Pattern[str]] = {}

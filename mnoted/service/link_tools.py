@@ -52,7 +52,7 @@ def _outgoing(call: Call, loaded: LoadedPage, index: PathIndex) -> list[dict[str
     out = []
     for link in parse_links(_text(loaded.page.to_bytes())):
         target = resolve(link, loaded.path, index)
-        if target is not None and not call.actor.may_access(target):
+        if target is not None and not call.may_see(target):
             target = None  # (a hidden page reads as a missing one)
         entry = {**link.to_dict(), "resolved": target is not None, "path": target}
         if target is not None:
@@ -76,7 +76,7 @@ def _backlinks(
     candidates, complete = linking_candidates(call, loaded.path)
     out = []
     for source in candidates:
-        if not call.actor.may_access(source):
+        if not call.may_see(source):
             continue
         data = call.ws.read_head(source)
         if data is None:
@@ -195,7 +195,7 @@ def plan_link_updates(call: Call, loaded: LoadedPage, new_path: str) -> LinkUpda
         new_text, count = _rewrite(text, source, source, old, new_path, before, after)
         if count == 0:
             continue
-        writable = call.actor.may_access(source) and _editable(call, source)
+        writable = call.may_see(source) and _editable(call, source)
         if not writable:
             updates.not_writable += count
             continue

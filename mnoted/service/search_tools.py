@@ -16,8 +16,9 @@ from mnoted.core.blocks import Block
 from mnoted.core.page import Page
 from mnoted.core.search_text import Query, parse_query, snippet
 from mnoted.errors import InvalidArguments, MnoteError
-from mnoted.service.actors import Actor
+from mnoted.service.actors import Actor, glob_match
 from mnoted.service.executor import Call, handles
+from mnoted.service.visibility import is_artifact
 from mnoted.store import search_index
 
 _CURSOR_PREFIX = "o"
@@ -78,11 +79,18 @@ def sees_all(actor: Actor) -> bool:
     return actor.is_owner or any(g in ("**", "*") for g in actor.grants)
 
 
+def _in_scope(actor: Actor, path: str) -> bool:
+    """Whether a page goes into an agent's own index: its grants cover it, and it is not an
+    artifact, whose visibility follows its source page (:mod:`.visibility`), a page the
+    index of a grant scope is not rebuilt for when it moves."""
+    return actor.may_access(path) and not is_artifact(path)
+
+
 def paths_matcher(globs: list[str] | None) -> Any:
     """A test of paths against globs, read as grants read them (``**`` across folders)."""
     if not globs:
         return None
-    return Actor("paths", "agent", grants=tuple(globs)).may_access
+    return lambda path: any(glob_match(path, pattern) for pattern in globs)
 
 
 @handles("mnote.workspace.search")
@@ -98,7 +106,7 @@ def workspace_search(call: Call) -> dict[str, Any]:
     if sees_all(actor):
         index = search_index.of(call.ws)
     else:  # (its own index: the pages of its grants, and nothing else)
-        index = search_index.scoped(call.ws, actor.grants, actor.may_access)
+        index = search_index.scoped(call.ws, actor.grants, lambda p: _in_scope(actor, p))
     conn, complete = index.current()
     filters = search_index.Filters(
         paths=paths_matcher(args.paths),

@@ -4,6 +4,7 @@ are globs, and a move's link updates where the caller may not write."""
 from __future__ import annotations
 
 import errno
+import json
 import time
 
 from mnoted.store import faults, search_index
@@ -208,3 +209,20 @@ def test_status_shows_a_failed_pass_and_its_retry(capsys) -> None:  # type: igno
     print_status(health, [{"workspaceId": "w", "watcher": None, "head": "a", "search": search}])
     out = capsys.readouterr().out
     assert "search index failed: 3 of 9 pages (OSError: disk); tried again in 4 s" in out
+
+
+def test_an_agent_finds_no_artifact_of_a_hidden_page(h: Harness) -> None:
+    """A summary of a page the agent may not see is hidden from it (its text names the page);
+    an agent's own index holds no artifact, so its search cannot carry one."""
+    h.write_file("secret/plan.md", "# Plan\n\nquietmoon\n")
+    h.write_file("notes/open.md", "# Open\n\nquietmoon too\n")
+    made = h.write(
+        "mnote.artifact.create_summary",
+        documentId="secret/plan.md",
+        summary="The quietmoon plan, in short.",
+    )
+    assert made["ok"], made
+    assert "ai/" in json.dumps(_complete(h, "quietmoon"))  # (the owner finds the summary)
+    agent = h.agent(grants=("notes/**", "ai/**"))
+    out = _search(h, "quietmoon", agent)
+    assert [hit["path"] for hit in out["hits"]] == ["notes/open.md"] and out["total"] == 1
