@@ -160,10 +160,7 @@ class Call:
 
     def visible_session(self, session: Mapping[str, Any]) -> bool:
         """Whether the caller sees a review session: a grant on every path it touches."""
-        paths = set(session.get("paths") or ())
-        if session.get("path"):
-            paths.add(session["path"])
-        return visibility.may_see_all(self.actor, self.ws, paths)
+        return visibility.may_see_all(self.actor, self.ws, visibility.session_paths(session))
 
     def authorize(self, ref: str) -> None:
         """Refuse, as :meth:`Service.hidden`, a page ``ref`` outside the caller's grants.

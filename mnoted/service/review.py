@@ -141,7 +141,9 @@ def _set(
         state=state,
         toolCallId=session.get("toolCallId"),
         traceId=session.get("traceId"),
-        _readers=[p for path in session_paths(session) for p in visibility.readers_of(ws, path)],
+        _readers=[
+            p for path in visibility.session_paths(session) for p in visibility.readers_of(ws, path)
+        ],
     )
 
 
@@ -339,7 +341,7 @@ def propose(
     elif plan is not None and plan.changes:  # (a page created: the session names it)
         session["path"] = plan_paths(plan)[0]
     if plan is not None:
-        session["paths"] = sorted({*plan_paths(plan), *session_paths(session)})
+        session["paths"] = sorted({*plan_paths(plan), *visibility.session_paths(session)})
     session["preview"] = _full_preview(tool, plan, blocked, warnings)
     _set(service, ws, store, session, "awaiting_user")
     return session
@@ -387,14 +389,6 @@ def frozen_selection(call: Call, document_id: str) -> list[str] | None:
         return None
     allowed = context.get("allowedTargetBlockIds")
     return [str(i) for i in allowed] if isinstance(allowed, list) else None
-
-
-def session_paths(session: dict[str, Any]) -> list[str]:
-    """Every path a session touches (its page, and what its proposal writes)."""
-    paths = set(session.get("paths") or ())
-    if session.get("path"):
-        paths.add(session["path"])
-    return sorted(paths)
 
 
 def _session(call: Call) -> tuple[ReviewStore, dict[str, Any]]:

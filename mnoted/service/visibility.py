@@ -80,6 +80,14 @@ def may_see(actor: Actor, ws: Workspace | None, path: str) -> bool:
     return actor.may_access(source_path)
 
 
+def session_paths(session: Mapping[str, Any]) -> list[str]:
+    """Every path a review session touches (its page, and what its proposal writes)."""
+    paths = set(session.get("paths") or ())
+    if session.get("path"):
+        paths.add(session["path"])
+    return sorted(paths)
+
+
 def may_see_all(actor: Actor, ws: Workspace | None, paths: Iterable[str]) -> bool:
     """Whether ``actor`` may see every one of ``paths`` (a session, a commit, an event)."""
     return all(may_see(actor, ws, p) for p in paths)
