@@ -55,14 +55,20 @@ def raise_open_files() -> int:
     return int(soft) if soft != resource.RLIM_INFINITY else NOFILE_CEILING
 
 
-def peer_pid(sock: Any) -> int | None:
-    """The pid of the process at the other end (``SO_PEERCRED``); None where unsupported."""
+def peer_creds(sock: Any) -> tuple[int, int] | None:
+    """The (pid, uid) of the process at the other end (SO_PEERCRED), None where unsupported."""
     try:
         creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     except (OSError, AttributeError):
         return None
-    pid, _uid, _gid = struct.unpack("3i", creds)
-    return int(pid) if pid > 0 else None
+    pid, uid, _gid = struct.unpack("3i", creds)
+    return int(pid), int(uid)
+
+
+def peer_pid(sock: Any) -> int | None:
+    """The pid of the process at the other end; None where unsupported."""
+    creds = peer_creds(sock)
+    return creds[0] if creds is not None and creds[0] > 0 else None
 
 
 def refusal(exc: TooLarge) -> bytes:

@@ -11,11 +11,10 @@ import contextlib
 import os
 import socket
 import stat
-import struct
 from pathlib import Path
 
 from mnoted.errors import WorkspaceInvalid
-from mnoted.server.connections import BACKLOG
+from mnoted.server.connections import BACKLOG, peer_creds
 
 MAX_PATH = 107  # sun_path is 108 bytes with the trailing NUL
 
@@ -74,10 +73,6 @@ def bind_private(path: Path) -> socket.socket:
 
 
 def peer_uid(sock: socket.socket) -> int | None:
-    """The uid of the process at the other end (SO_PEERCRED), None where unsupported."""
-    try:
-        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    except (OSError, AttributeError):
-        return None
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    return int(uid)
+    """The uid of the process at the other end, None where unsupported."""
+    creds = peer_creds(sock)
+    return None if creds is None else creds[1]
