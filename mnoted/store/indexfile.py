@@ -77,6 +77,7 @@ class IndexFile:
         self._stale: set[int] = set()  # blocks of those whose join is out of date
         self._states: list[Any] = []  # SHA-1 after the header, then after each block
         self._hashed = 0  # blocks the states still hold good for
+        self._unmerged = sum(1 for key in keys if key[-1] != 0)  # entries at stage 1-3
 
     @classmethod
     def parse(cls, data: bytes) -> IndexFile:
@@ -132,7 +133,7 @@ class IndexFile:
     def conflicted(self) -> bool:
         """Whether an entry is unmerged (stage 1-3): a merge, a cherry-pick or a stash pop
         left conflicts that the person resolves, and the index is theirs until then."""
-        return any(key[-1] != 0 for key in self._keys)
+        return self._unmerged > 0
 
     def set(self, entries: Mapping[str, Entry]) -> None:
         """Set each path's entry to (blob id, mode) at stage 0, or remove it; entries below a
@@ -182,6 +183,7 @@ class IndexFile:
         while end < len(self._keys) and self._keys[end].startswith(prefix):
             end += 1
         if end > at:
+            self._unmerged -= sum(1 for key in self._keys[at:end] if key[-1] != 0)
             del self._keys[at:end]
             del self._chunks[at:end]
             self._shifted(at)
