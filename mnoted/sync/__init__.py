@@ -1,8 +1,8 @@
 """Edits made outside mnoted, turned into settled changes for the store.
 
 ``debounce`` and ``ignore`` are pure (time and Git's ignore rules are
-injected); ``own_writes`` reads files; ``watcher`` owns the inotify observer
-and the driver thread. See docs/sync.md.
+injected); ``own_writes`` reads files; ``inotify`` reads the kernel's events;
+``watcher`` owns the one thread that reads them and delivers. See docs/sync.md.
 """
 
 from mnoted.sync.debounce import (
@@ -18,7 +18,6 @@ from mnoted.sync.gitstatus import changes_by_git
 from mnoted.sync.ignore import IgnoreReason, IgnoreRules, is_temp
 from mnoted.sync.own_writes import ABSENT, OwnWrites, blob_id, read_blob_id
 from mnoted.sync.watcher import (
-    EVENT_FILTER,
     ReconcileReason,
     SyncSink,
     Watcher,
@@ -29,7 +28,6 @@ from mnoted.sync.watcher import (
 
 __all__ = [
     "ABSENT",
-    "EVENT_FILTER",
     "ChangeKind",
     "DebounceConfig",
     "Debouncer",

@@ -19,10 +19,11 @@ import hashlib
 import os
 import stat
 import threading
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from mnoted.core.blob import blob_id
-from mnoted.sync.debounce import ChangeKind, SettledChange
+from mnoted.sync.debounce import ChangeKind, SettledBatch, SettledChange
 from mnoted.sync.listing import open_folder
 
 __all__ = ["ABSENT", "OwnWrites", "blob_id", "read_blob_id", "read_blob_id_at"]
@@ -40,6 +41,10 @@ ABSENT = _Absent()
 Content = str | _Absent
 
 _CHUNK = 1 << 20
+_MAX_SEEN = 1024
+
+Reader = Callable[[str], "Content | None"]
+"""Reads a workspace-relative path's content now (:func:`read_blob_id_at` of the root)."""
 
 
 def read_blob_id(path: str) -> Content | None:
@@ -107,6 +112,9 @@ class OwnWrites:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._known: dict[str, Content] = {}
+        # path → (stat data, registered content) of the last file found to be mnoted's own
+        # when renamed into place (the watcher's thread only)
+        self._seen: dict[str, tuple[object, ...]] = {}
         self.dropped = 0
 
     def expect(self, path: str, content: Content) -> None:
@@ -159,3 +167,52 @@ class OwnWrites:
             return True
         del self._known[path]
         return False
+
+    def renamed_in(self, rel: str, path: bytes, read: Reader) -> bool:
+        """Whether the file just renamed to ``rel`` (at ``path``) holds what mnoted registered
+        for it; counted in :attr:`dropped` when it does.
+
+        An exchange reports the page's name twice: the second check finds the stat data the
+        first one read the file under, for the same registered content, and reads nothing.
+        A write in place since would carry events of its own (``IN_MODIFY``), never dropped.
+        """
+        expected = self.registered(rel)
+        if expected is None:
+            return False
+        try:
+            st = os.lstat(path)  # (before the read: a change after it shows in the next one)
+            seen: tuple[object, ...] | None = (
+                (st.st_ino, st.st_dev, st.st_size, st.st_mode, st.st_mtime_ns, st.st_ctime_ns),
+                expected,
+            )
+        except OSError:
+            seen = None
+        if seen is None or self._seen.get(rel) != seen:
+            if not self.is_own(SettledChange(ChangeKind.MODIFIED, rel), {rel: read(rel)}):
+                return False
+            if seen is not None:
+                if len(self._seen) >= _MAX_SEEN:
+                    self._seen.clear()
+                self._seen[rel] = seen
+        self.dropped += 1
+        return True
+
+    def drop_from(self, batch: SettledBatch, read: Reader) -> tuple[SettledBatch | None, int]:
+        """``batch`` without the changes that only restate what mnoted wrote (None when
+        nothing is left), and how many were dropped."""
+        if not len(self):
+            return batch, 0
+        kept: list[SettledChange] = []
+        for change in batch.changes:
+            paths = [change.path] + ([change.old_path] if change.old_path else [])
+            if not any(self.knows(p) for p in paths):
+                kept.append(change)
+            elif self.is_own(change, {p: read(p) for p in paths}):
+                self.dropped += 1
+            else:
+                kept.append(change)
+        dropped = len(batch.changes) - len(kept)
+        if not dropped:
+            return batch, 0
+        result = replace(batch, changes=tuple(kept))
+        return (result if result else None), dropped

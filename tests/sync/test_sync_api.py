@@ -14,7 +14,6 @@ def test_public_api_is_pinned() -> None:
     assert sorted(mnoted.sync.__all__) == sorted(
         [
             "ABSENT",
-            "EVENT_FILTER",
             "ChangeKind",
             "DebounceConfig",
             "Debouncer",

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from mnoted.sync import watcher as watcher_module
 from mnoted.sync.debounce import DebounceConfig, Debouncer, SettledBatch
-from mnoted.sync.watcher import ReconcileReason, Watcher, WatcherConfig, _Emitter
+from mnoted.sync.inotify import Inotify, InotifyReader
+from mnoted.sync.watcher import ReconcileReason, Watcher, WatcherConfig
 
 if TYPE_CHECKING:
     from conftest import QuietFn, RecordingSink, WatcherFactory
@@ -135,16 +138,14 @@ def test_watch_limit_on_the_root_fails_without_raising(
 def test_queue_overflow_is_detected_and_watching_recovers(
     workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink, quiet: QuietFn
 ) -> None:
-    # A real kernel overflow: hold the watch group's lock so watchdog's reader thread
-    # stalls, queue more than fs.inotify.max_queued_events events, then let go.
+    # A real kernel overflow: hold the watcher's lock so its thread stalls after its first
+    # read, queue more than fs.inotify.max_queued_events events, then let go.
     max_queued = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
     if max_queued > 100_000:
         pytest.skip("fs.inotify.max_queued_events too high to overflow quickly")
     watcher = make_watcher()
-    (emitter,) = watcher._observer.emitters
-    group_lock = emitter._inotify._lock
-    with group_lock:
-        write(workspace / "first.md")  # the reader blocks on this one
+    with watcher._lock:
+        write(workspace / "first.md")  # the watcher's thread blocks on this one
         time.sleep(0.1)
         for i in range(max_queued // 2 + 500):  # IN_CREATE + IN_CLOSE_WRITE each
             fd = os.open(workspace / f".mnote-tmp-{i}", os.O_WRONLY | os.O_CREAT, 0o644)
@@ -158,44 +159,83 @@ def test_queue_overflow_is_detected_and_watching_recovers(
     assert sink.wait(lambda s: ("created", "after.md") in kinds(s))
 
 
-def test_dead_watcher_thread_is_reported_and_restarted(
+def test_failed_reader_is_reported_and_restarted(
     workspace: Path,
     make_watcher: WatcherFactory,
     sink: RecordingSink,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     watcher = make_watcher(restart_backoff=0.1, liveness_interval=0.05)
-    original = _Emitter.queue_events
+    original = InotifyReader.read
     crashes = []
 
-    def crash_once(self: _Emitter, timeout: float, **kwargs: bool) -> None:
+    def crash_once(self: InotifyReader, now: float) -> list[object]:
         if not crashes:
             crashes.append(1)
-            raise RuntimeError("emitter bug")
-        original(self, timeout, **kwargs)
+            raise RuntimeError("reader bug")
+        return original(self, now)  # type: ignore[return-value]
 
-    monkeypatch.setattr(_Emitter, "queue_events", crash_once)
-    write(workspace / "wake.md")  # the emitter returns from its read, then crashes
+    monkeypatch.setattr(InotifyReader, "read", crash_once)
+    write(workspace / "wake.md")  # the reader is woken, then fails
     assert sink.wait(lambda s: ReconcileReason.WATCHER_DIED in s.reasons(), timeout=5)
     assert sink.wait(lambda s: s.reasons().count(ReconcileReason.STARTED) >= 2, timeout=5)
     health = watcher.health()
     assert health.state == "running" and health.restarts >= 1
-    assert health.last_error is not None and "emitter" in health.last_error
+    assert health.last_error is not None and "reader bug" in health.last_error
     write(workspace / "after.md")
     assert sink.wait(lambda s: ("created", "after.md") in kinds(s))
 
 
 def test_manual_restart_when_auto_restart_is_off(
-    workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink
+    workspace: Path,
+    make_watcher: WatcherFactory,
+    sink: RecordingSink,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     watcher = make_watcher(auto_restart=False, fallback_interval=0.2, liveness_interval=0.05)
-    watcher._observer.inotify_fd.stop()  # the reader thread ends
+
+    def broken(self: InotifyReader, now: float) -> list[object]:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(InotifyReader, "read", broken)
+    write(workspace / "wake.md")
     assert sink.wait(lambda s: ReconcileReason.WATCHER_DIED in s.reasons(), timeout=5)
     assert watcher.health().state == "failed"
     assert sink.wait(lambda s: s.reasons().count(ReconcileReason.WATCHER_DIED) >= 2, timeout=5)
+    monkeypatch.undo()
     assert watcher.restart().state == "running"
     write(workspace / "back.md")
     assert sink.wait(lambda s: ("created", "back.md") in kinds(s))
+
+
+def test_one_thread_per_watcher(workspace: Path, make_watcher: WatcherFactory) -> None:
+    before = set(threading.enumerate())
+    watcher = make_watcher()
+    added = [t.name for t in set(threading.enumerate()) - before]
+    assert added == ["mnoted-sync-watcher"]
+    watcher.stop()
+    assert set(threading.enumerate()) <= before
+
+
+def test_without_inotify_watchdogs_polling_observer_stands_in(
+    workspace: Path,
+    make_watcher: WatcherFactory,
+    sink: RecordingSink,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def refused(self: Inotify) -> None:
+        raise OSError(24, "Too many open files")  # fs.inotify.max_user_instances reached
+
+    monkeypatch.setattr(watcher_module.Inotify, "__init__", refused)
+    (workspace / "d").mkdir()
+    watcher = make_watcher(poll_interval=0.05)
+    health = watcher.health()
+    assert health.state == "running" and health.watch_count is None
+    assert health.last_error is not None and "inotify unavailable" in health.last_error
+    write(workspace / "d" / "polled.md")
+    assert sink.wait(lambda s: ("created", "d/polled.md") in kinds(s))
+    os.rename(workspace / "d" / "polled.md", workspace / "moved.md")
+    assert sink.wait(lambda s: ("renamed", "moved.md") in kinds(s))
 
 
 def test_workspace_folder_removed_then_back(
