@@ -98,7 +98,7 @@ class RecordingSink:
 def wait_quiet(watcher: Watcher, quiet: float = 0.6, timeout: float = 15.0) -> None:
     """Wait until no event arrived for ``quiet`` s and nothing is pending.
 
-    0.6 s covers watchdog's 0.5 s hold of an unpaired IN_MOVED_FROM.
+    0.6 s covers the reader's 0.5 s hold of an IN_MOVED_FROM read last (docs/sync.md).
     """
     deadline = time.monotonic() + timeout
     last = watcher.health().events_seen

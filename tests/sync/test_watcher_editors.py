@@ -323,7 +323,7 @@ def test_new_nested_folders_written_at_once(
     workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink, quiet: QuietFn
 ) -> None:
     # mkdir -p then write at once: files may land before their folder's watch exists;
-    # watchdog reports what it finds when it adds the watch, and the folder is rescanned.
+    # the reader reports what it finds when it adds the watch, and the folder is rescanned.
     watcher = make_watcher()
     os.makedirs(workspace / "a" / "b" / "c")
     for d in ("a", "a/b", "a/b/c"):

@@ -366,8 +366,9 @@ def test_folders_made_under_a_new_folder_are_watched_once_without_a_warning(
     recwarn: pytest.WarningsRecorder,
 ) -> None:
     # A folder made just after its new parent is found twice: by the walk that follows
-    # the parent's watch, and by its own creation event. watchdog warned "Callback with
-    # id ... already exists for watch" on the second; the daemon's log showed it.
+    # the parent's watch, and by its own creation event. inotify hands back the same
+    # watch; it is held once, and nothing is warned (watchdog warned "Callback with id ...
+    # already exists for watch" into the daemon's log).
     watcher = make_watcher()
     for i in range(300):
         os.makedirs(workspace / f"p{i}" / "q" / "r")
