@@ -36,7 +36,7 @@ class TimingSink:
         now = time.monotonic()
         with self.cond:
             self.arrivals.append((now, batch))
-            self.changes += len(batch.changes)
+            self.changes += len(batch.paths)
             self.cond.notify_all()
 
     def on_reconcile_needed(self, reason: ReconcileReason, detail: str) -> None:

@@ -39,7 +39,6 @@ from mnoted.store.paths import hard_linked
 from mnoted.store.reviews import ReviewStore
 from mnoted.sync import (
     ABSENT,
-    ChangeKind,
     DebounceConfig,
     IgnoreRules,
     ReconcileReason,
@@ -545,18 +544,19 @@ class WorkspaceRunner:
         return grant if grant is not None and grant["expiresAt"] > time.time() else None
 
     def apply_batch(self, batch: SettledBatch) -> None:
-        paths: list[str] = []
-        for change in batch.changes:
-            if change.old_path:
-                paths.append(change.old_path)
-            paths.append(change.path)
-        if batch.rescan_dirs or any(c.kind != ChangeKind.MODIFIED for c in batch.changes):
+        paths = list(batch.paths)
+        if batch.rescan_dirs or any(self._appeared_or_gone(p) for p in paths):
             # A move between folders can reach the watcher as a delete and a create in
             # different batches; committing every pending appearance and disappearance
             # of a page together lets the store see the rename and keep the page's id.
             paths += self._appeared_or_vanished(batch)
         self._unsettled.update(paths)
         self.commit_paths(paths, "watcher")
+
+    def _appeared_or_gone(self, path: str) -> bool:
+        """On disk but not in HEAD, or in HEAD but not on disk."""
+        assert self.ws is not None
+        return (self.ws.blob_id(path) is None) == os.path.lexists(self.root / path)
 
     def _appeared_or_vanished(self, batch: SettledBatch) -> list[str]:
         """Pages on disk but not in HEAD, or in HEAD but gone, that the watcher has settled.
@@ -565,13 +565,12 @@ class WorkspaceRunner:
         changes (their own entries), not the whole work tree.
         """
         assert self.ws is not None
-        parents = {c.path.rpartition("/")[0] for c in batch.changes}
-        parents.update(c.old_path.rpartition("/")[0] for c in batch.changes if c.old_path)
+        parents = {p.rpartition("/")[0] for p in batch.paths}
         out = []
         for path in self.ws.scan_changes(batch.rescan_dirs, shallow=parents):
             if not path.lower().endswith(".md") or self._pending(path):
                 continue
-            if (self.ws.blob_id(path) is None) == os.path.lexists(self.root / path):
+            if self._appeared_or_gone(path):
                 out.append(path)
         appeared = [p for p in out if self.ws.blob_id(p) is None]
         # where pages that appeared here were moved from (reported apart, or not at all)

@@ -1,4 +1,4 @@
-"""Edits made outside mnoted, turned into settled changes for the store.
+"""Edits made outside mnoted, turned into settled batches of dirty paths for the store.
 
 ``debounce`` and ``ignore`` are pure (time and Git's ignore rules are
 injected); ``own_writes`` reads files; ``inotify`` reads the kernel's events;
@@ -6,13 +6,11 @@ injected); ``own_writes`` reads files; ``inotify`` reads the kernel's events;
 """
 
 from mnoted.sync.debounce import (
-    ChangeKind,
     DebounceConfig,
     Debouncer,
     EventKind,
     FsEvent,
     SettledBatch,
-    SettledChange,
 )
 from mnoted.sync.gitstatus import changes_by_git
 from mnoted.sync.ignore import IgnoreReason, IgnoreRules, is_temp
@@ -28,7 +26,6 @@ from mnoted.sync.watcher import (
 
 __all__ = [
     "ABSENT",
-    "ChangeKind",
     "DebounceConfig",
     "Debouncer",
     "EventKind",
@@ -38,7 +35,6 @@ __all__ = [
     "OwnWrites",
     "ReconcileReason",
     "SettledBatch",
-    "SettledChange",
     "SyncSink",
     "Watcher",
     "WatcherConfig",

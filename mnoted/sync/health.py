@@ -34,7 +34,7 @@ class SyncSink(Protocol):
     """What the watcher calls, always from its one thread."""
 
     def on_changes(self, batch: SettledBatch) -> None:
-        """Commit the settled changes (the store compares content with the index)."""
+        """Commit what differs at the settled paths (the store compares content with the index)."""
 
     def on_reconcile_needed(self, reason: ReconcileReason, detail: str) -> None:
         """Compare the whole working tree with the index by content, then call the

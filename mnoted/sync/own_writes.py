@@ -2,7 +2,7 @@
 
 The store tells :class:`OwnWrites` "I am writing path P with blob id H" before
 it writes (and "P now holds H" after every commit of P, its own or an external
-one). When a settled change's file has exactly that content, the watcher drops
+one). When a settled path's file has exactly that content, the watcher drops
 it before it reaches the sink. Content ids are Git blob ids (SHA-1 of
 ``blob <size>\\0<data>``), so the store can pass ``str(oid)`` from pygit2.
 
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from mnoted.core.blob import blob_id
-from mnoted.sync.debounce import ChangeKind, SettledBatch, SettledChange
+from mnoted.sync.debounce import SettledBatch
 from mnoted.sync.listing import open_folder
 
 __all__ = ["ABSENT", "OwnWrites", "blob_id", "read_blob_id", "read_blob_id_at"]
@@ -145,19 +145,11 @@ class OwnWrites:
         with self._lock:
             return len(self._known)
 
-    def is_own(self, change: SettledChange, current: dict[str, Content | None]) -> bool:
-        """Whether ``change`` only restates what mnoted wrote.
-
-        ``current`` maps each path of the change to its content now (see
-        :func:`read_blob_id`). A mismatch forgets that path's registration.
-        """
+    def is_own(self, path: str, actual: Content | None) -> bool:
+        """Whether ``path``, holding ``actual`` now (see :func:`read_blob_id`), holds what
+        mnoted registered for it. A mismatch forgets the registration."""
         with self._lock:
-            if change.kind is ChangeKind.RENAMED:
-                assert change.old_path is not None
-                new_ok = self._matches(change.path, current.get(change.path))
-                old_ok = self._matches(change.old_path, current.get(change.old_path))
-                return new_ok and old_ok
-            return self._matches(change.path, current.get(change.path))
+            return self._matches(path, actual)
 
     def _matches(self, path: str, actual: Content | None) -> bool:
         known = self._known.get(path)
@@ -188,7 +180,7 @@ class OwnWrites:
         except OSError:
             seen = None
         if seen is None or self._seen.get(rel) != seen:
-            if not self.is_own(SettledChange(ChangeKind.MODIFIED, rel), {rel: read(rel)}):
+            if not self.is_own(rel, read(rel)):
                 return False
             if seen is not None:
                 if len(self._seen) >= _MAX_SEEN:
@@ -198,21 +190,14 @@ class OwnWrites:
         return True
 
     def drop_from(self, batch: SettledBatch, read: Reader) -> tuple[SettledBatch | None, int]:
-        """``batch`` without the changes that only restate what mnoted wrote (None when
-        nothing is left), and how many were dropped."""
+        """``batch`` without the paths that hold what mnoted wrote there (None when nothing
+        is left), and how many were dropped."""
         if not len(self):
             return batch, 0
-        kept: list[SettledChange] = []
-        for change in batch.changes:
-            paths = [change.path] + ([change.old_path] if change.old_path else [])
-            if not any(self.knows(p) for p in paths):
-                kept.append(change)
-            elif self.is_own(change, {p: read(p) for p in paths}):
-                self.dropped += 1
-            else:
-                kept.append(change)
-        dropped = len(batch.changes) - len(kept)
+        kept = tuple(p for p in batch.paths if not (self.knows(p) and self.is_own(p, read(p))))
+        dropped = len(batch.paths) - len(kept)
+        self.dropped += dropped
         if not dropped:
             return batch, 0
-        result = replace(batch, changes=tuple(kept))
+        result = replace(batch, paths=kept)
         return (result if result else None), dropped

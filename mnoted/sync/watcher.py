@@ -1,4 +1,4 @@
-"""Watch a workspace and hand settled changes to a sink, from one thread.
+"""Watch a workspace and hand settled batches of dirty paths to a sink, from one thread.
 
 The watcher's one thread (``mnoted-sync-watcher``) does all of it: it polls the inotify fd
 (:mod:`mnoted.sync.inotify`) and a wake pipe with the debouncer's next deadline as
@@ -523,19 +523,17 @@ class Watcher:
             self._sink.on_changes(kept)
         except Exception as exc:
             if isinstance(exc, MnoteError):  # a state the sink named (HEAD detached, a lock)
-                logger.warning(
-                    "sync: a batch of %d changes waits: %s", len(kept.changes), exc.message
-                )
+                logger.warning("sync: a batch of %d paths waits: %s", len(kept.paths), exc.message)
             else:
-                logger.exception("sync: sink failed on a batch of %d changes", len(kept.changes))
+                logger.exception("sync: sink failed on a batch of %d paths", len(kept.paths))
             with self._lock:
                 self._last_error = f"sink failed: {exc!r}"
-                paths = ", ".join(c.path for c in kept.changes[:5])
+                paths = ", ".join(kept.paths[:5])
                 self._signal_locked(ReconcileReason.SINK_FAILED, f"batch not applied: {paths}")
             return
         with self._lock:
             self._batches += 1
-            self._changes += len(kept.changes)
+            self._changes += len(kept.paths)
 
     def _deliver_signal(self, reason: ReconcileReason, detail: str) -> None:
         try:

@@ -12,7 +12,7 @@ from typing import Any
 import pygit2
 import pytest
 
-from mnoted.sync.debounce import DebounceConfig, SettledBatch, SettledChange
+from mnoted.sync.debounce import DebounceConfig, SettledBatch
 from mnoted.sync.ignore import IgnoreRules
 from mnoted.sync.watcher import ReconcileReason, Watcher, WatcherConfig
 
@@ -57,12 +57,12 @@ class RecordingSink:
                 raise RuntimeError("sink refused the batch")
             self.batches.append(batch)
             if self.root is not None:  # what a store reading the files now would commit
-                for change in batch.changes:
+                for path in batch.paths:
                     try:
-                        data: bytes | None = (self.root / change.path).read_bytes()
+                        data: bytes | None = (self.root / path).read_bytes()
                     except OSError:
                         data = None
-                    self.read_at_delivery.append((change.path, data))
+                    self.read_at_delivery.append((path, data))
             self._cond.notify_all()
 
     def on_reconcile_needed(self, reason: ReconcileReason, detail: str) -> None:
@@ -71,9 +71,10 @@ class RecordingSink:
             self._cond.notify_all()
 
     @property
-    def changes(self) -> list[SettledChange]:
+    def paths(self) -> list[str]:
+        """Every delivered path, in delivery order."""
         with self._cond:
-            return [c for b in self.batches for c in b.changes]
+            return [p for b in self.batches for p in b.paths]
 
     def reasons(self) -> list[ReconcileReason]:
         with self._cond:

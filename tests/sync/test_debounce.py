@@ -1,4 +1,4 @@
-"""The pure aggregator with a fake clock: timing rules and how event sequences fold."""
+"""The pure aggregator with a fake clock: timing rules and which paths each save dirties."""
 
 from __future__ import annotations
 
@@ -8,15 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mnoted.sync.debounce import (
-    ChangeKind,
-    DebounceConfig,
-    Debouncer,
-    EventKind,
-    FsEvent,
-    SettledBatch,
-    SettledChange,
-)
+from mnoted.sync.debounce import DebounceConfig, Debouncer, EventKind, FsEvent, SettledBatch
 from mnoted.sync.ignore import IgnoreRules
 
 CFG = DebounceConfig(quiet_period=1.0, max_delay=5.0, close_timeout=3.0, coalesce=0.0)
@@ -38,14 +30,14 @@ def make() -> Debouncer:
     return Debouncer(CFG, ignore=IgnoreRules())
 
 
-def fold(*events: FsEvent) -> list[tuple[str, str, str | None]]:
-    """Feed events at t=0, settle at t=100; return (kind, path, old_path) triples."""
+def fold(*events: FsEvent) -> list[str]:
+    """Feed events at t=0, settle at t=100; return the batch's paths (one batch)."""
     d = make()
     for e in events:
         d.add(e, 0.0)
     batch = d.due(100.0)
     assert d.pending_count == 0
-    return [] if batch is None else [(c.kind.value, c.path, c.old_path) for c in batch.changes]
+    return [] if batch is None else list(batch.paths)
 
 
 # -- timing -------------------------------------------------------------------
@@ -58,7 +50,7 @@ def test_settles_after_quiet_period_not_before() -> None:
     assert d.due(10.99) is None
     batch = d.due(11.0)
     assert batch is not None
-    assert batch.changes == (SettledChange(ChangeKind.MODIFIED, "a.md"),)
+    assert batch.paths == ("a.md",)
     assert (batch.first_event_at, batch.last_event_at, batch.settled_at) == (10.0, 10.0, 11.0)
     assert d.next_deadline() is None and d.due(50.0) is None
 
@@ -80,7 +72,7 @@ def test_max_delay_bounds_a_continuous_stream_of_writes() -> None:
     while t < 12.0:
         batch = d.due(t)
         if batch is not None:
-            assert batch.changes == (SettledChange(ChangeKind.MODIFIED, "log.md"),)
+            assert batch.paths == ("log.md",)
             settled_at.append(t)
         d.add(ev(M, "log.md"), t)
         d.add(ev(CL, "log.md"), t)
@@ -127,7 +119,7 @@ def test_coalesce_lets_paths_due_shortly_after_ride_along() -> None:
     wake = d.next_deadline()
     assert wake == 1.2
     batch = d.due(wake)
-    assert batch is not None and [c.path for c in batch.changes] == ["a.md", "b.md"]
+    assert batch is not None and list(batch.paths) == ["a.md", "b.md"]
     assert d.next_deadline() == 1.7
 
 
@@ -136,9 +128,9 @@ def test_paths_settle_independently() -> None:
     d.add(ev(CL, "a.md"), 0.0)
     d.add(ev(CL, "b.md"), 0.6)
     a = d.due(1.0)
-    assert a is not None and [c.path for c in a.changes] == ["a.md"]
+    assert a is not None and list(a.paths) == ["a.md"]
     b = d.due(1.6)
-    assert b is not None and [c.path for c in b.changes] == ["b.md"]
+    assert b is not None and list(b.paths) == ["b.md"]
 
 
 def test_flush_and_take() -> None:
@@ -147,18 +139,20 @@ def test_flush_and_take() -> None:
     d.add(ev(CL, "b.md"), 0.0)
     assert d.is_pending("a.md")
     taken = d.take(["a.md", "nothing.md"], 0.1)
-    assert taken is not None and [c.path for c in taken.changes] == ["a.md"]
+    assert taken is not None and list(taken.paths) == ["a.md"]
     assert not d.is_pending("a.md")
     flushed = d.flush(0.2)
-    assert flushed is not None and [c.path for c in flushed.changes] == ["b.md"]
+    assert flushed is not None and list(flushed.paths) == ["b.md"]
     assert d.flush(0.3) is None
 
 
 # -- folding: editor and tool patterns ----------------------------------------
+# Each save dirties the synced paths it touched, and nothing else; the store decides
+# what happened by content.
 
 
-def test_in_place_write_twice_is_one_modify() -> None:  # VS Code: truncate + write
-    assert fold(ev(M, "x.md"), ev(M, "x.md"), ev(CL, "x.md")) == [("modified", "x.md", None)]
+def test_in_place_write_twice_is_one_path() -> None:  # VS Code: truncate + write
+    assert fold(ev(M, "x.md"), ev(M, "x.md"), ev(CL, "x.md")) == ["x.md"]
 
 
 def test_vim_backupcopy_no() -> None:
@@ -172,25 +166,14 @@ def test_vim_backupcopy_no() -> None:
         ev(CL, "x.md"),
         ev(A, "x.md"),
         ev(D, "x.md~"),
-    ) == [("modified", "x.md", None)]
+    ) == ["x.md"]
 
 
-def test_vim_rename_aside_to_a_tracked_name_is_still_a_modify() -> None:
-    # backupext=.bak: the aside name is not a temp name, the pattern still wins. The events
-    # cannot say whether x.md.bak existed before, so its deletion is reported too (a no-op
-    # for the store if it never tracked it; never reporting it could lose a delete).
-    assert fold(ev(MV, "x.md", "x.md.bak"), ev(C, "x.md"), ev(CL, "x.md"), ev(D, "x.md.bak")) == [
-        ("deleted", "x.md.bak", None),
-        ("modified", "x.md", None),
-    ]
-
-
-def test_rename_over_an_existing_file_then_delete_deletes_both() -> None:
-    # Found by the store-model property below: d/c.md existed, a.md was renamed over it.
-    assert sorted(fold(ev(MV, "a.md", "d/c.md"), ev(D, "d/c.md"))) == [
-        ("deleted", "a.md", None),
-        ("deleted", "d/c.md", None),
-    ]
+def test_vim_rename_aside_to_a_synced_name_dirties_both() -> None:
+    # backupext=.bak: the aside name is not a temp name; the store finds x.md changed and
+    # x.md.bak gone (nothing to do unless it tracked it)
+    events = (ev(MV, "x.md", "x.md.bak"), ev(C, "x.md"), ev(CL, "x.md"), ev(D, "x.md.bak"))
+    assert fold(*events) == ["x.md", "x.md.bak"]
 
 
 def test_jetbrains_safe_write() -> None:
@@ -200,12 +183,12 @@ def test_jetbrains_safe_write() -> None:
         ev(MV, "x.md", "x.md___jb_old___"),
         ev(MV, "x.md___jb_tmp___", "x.md"),
         ev(D, "x.md___jb_old___"),
-    ) == [("modified", "x.md", None)]
+    ) == ["x.md"]
 
 
 def test_gedit_and_sed_replace_by_rename() -> None:
     for tmp in (".goutputstream-ABC123", "sedX1b2C3"):
-        assert fold(ev(C, tmp), ev(CL, tmp), ev(MV, tmp, "x.md")) == [("modified", "x.md", None)]
+        assert fold(ev(C, tmp), ev(CL, tmp), ev(MV, tmp, "x.md")) == ["x.md"]
 
 
 def test_emacs_lock_autosave_backup() -> None:
@@ -218,17 +201,37 @@ def test_emacs_lock_autosave_backup() -> None:
         ev(CL, "x.md"),
         ev(D, "#x.md#"),
         ev(D, ".#x.md"),
-    ) == [("modified", "x.md", None)]
+    ) == ["x.md"]
 
 
-def test_create_copy_delete() -> None:
-    assert fold(ev(C, "n.md"), ev(M, "n.md"), ev(CL, "n.md")) == [("created", "n.md", None)]
-    assert fold(ev(D, "n.md")) == [("deleted", "n.md", None)]
-    assert fold(ev(C, "n.md"), ev(CL, "n.md"), ev(D, "n.md")) == []
+def test_create_and_delete_dirty_the_path() -> None:
+    assert fold(ev(C, "n.md"), ev(M, "n.md"), ev(CL, "n.md")) == ["n.md"]
+    assert fold(ev(D, "n.md")) == ["n.md"]
+    assert fold(ev(C, "n.md"), ev(CL, "n.md"), ev(D, "n.md")) == ["n.md"]
 
 
-def test_delete_then_recreate_is_a_modify_within_a_window() -> None:
-    assert fold(ev(D, "a.md"), ev(C, "a.md"), ev(CL, "a.md")) == [("modified", "a.md", None)]
+def test_renames_dirty_both_sides_in_order_of_first_event() -> None:
+    assert fold(ev(MV, "a.md", "b.md")) == ["a.md", "b.md"]
+    assert fold(ev(MV, "a.md", "b.md"), ev(MV, "b.md", "c.md")) == ["a.md", "b.md", "c.md"]
+    assert fold(ev(MV, "a.md", "b.md"), ev(MV, "c.md", "a.md")) == ["a.md", "b.md", "c.md"]
+    swap = (ev(MV, "a.md", "a.md~"), ev(MV, "b.md", "a.md"), ev(MV, "a.md~", "b.md"))
+    assert fold(*swap) == ["a.md", "b.md"]
+
+
+def test_a_rename_settles_with_its_partner() -> None:
+    d = make()
+    d.add(ev(MV, "a.md", "b.md"), 0.0)
+    d.add(ev(C, "a.md"), 0.8)  # a new file at the origin, still being written
+    assert d.due(1.0) is None  # b.md alone would be due; it waits for a.md
+    batch = d.due(1.8)
+    assert batch is not None and batch.paths == ("a.md", "b.md")
+    # linked through a chain: all three together, taken together
+    d.add(ev(MV, "a.md", "b.md"), 5.0)
+    d.add(ev(MV, "b.md", "c.md"), 5.0)
+    d.add(ev(CL, "x.md"), 5.0)
+    taken = d.take(["c.md"], 5.1)
+    assert taken is not None and taken.paths == ("a.md", "b.md", "c.md")
+    assert d.is_pending("x.md") and not d.is_pending("a.md")
 
 
 def test_delete_then_recreate_across_windows() -> None:
@@ -237,71 +240,8 @@ def test_delete_then_recreate_across_windows() -> None:
     first = d.due(1.0)
     d.add(ev(C, "a.md"), 2.0)
     second = d.due(3.0)
-    assert first is not None and first.changes[0].kind is ChangeKind.DELETED
-    assert second is not None and second.changes[0].kind is ChangeKind.CREATED
-
-
-def test_rename_and_rename_chain() -> None:
-    assert fold(ev(MV, "a.md", "b.md")) == [("renamed", "b.md", "a.md")]
-    # b.md may have existed before a.md was renamed over it (inotify cannot say), and
-    # is empty now: its delete is reported; the store ignores it if it never tracked b.md.
-    assert fold(ev(MV, "a.md", "b.md"), ev(MV, "b.md", "c.md")) == [
-        ("renamed", "c.md", "a.md"),
-        ("deleted", "b.md", None),
-    ]
-    assert fold(ev(MV, "a.md", "b.md"), ev(MV, "b.md", "a.md")) == [
-        ("deleted", "b.md", None),
-        ("modified", "a.md", None),
-    ]
-
-
-def test_rename_then_edit_then_delete() -> None:
-    assert fold(ev(MV, "a.md", "b.md"), ev(CL, "b.md")) == [("renamed", "b.md", "a.md")]
-    assert sorted(fold(ev(MV, "a.md", "b.md"), ev(D, "b.md"))) == [
-        ("deleted", "a.md", None),
-        ("deleted", "b.md", None),
-    ]
-
-
-def test_rename_of_a_file_created_in_the_window_is_a_create() -> None:
-    assert fold(ev(C, "a.md"), ev(CL, "a.md"), ev(MV, "a.md", "b.md")) == [
-        ("created", "b.md", None)
-    ]
-
-
-def test_rotation_keeps_both_renames_in_order() -> None:
-    # mv a b; mv c a: both documents keep their ids, a's rename goes first.
-    assert fold(ev(MV, "a.md", "b.md"), ev(MV, "c.md", "a.md")) == [
-        ("renamed", "b.md", "a.md"),
-        ("renamed", "a.md", "c.md"),
-    ]
-
-
-def test_swap_through_a_temp_name_is_two_modifies() -> None:
-    assert sorted(
-        fold(ev(MV, "a.md", "a.md~"), ev(MV, "b.md", "a.md"), ev(MV, "a.md~", "b.md"))
-    ) == [("modified", "a.md", None), ("modified", "b.md", None)]
-
-
-def test_rename_over_an_existing_file_whose_content_came_from_elsewhere() -> None:
-    # mv a b; mv c b: a's content is destroyed; c's lives on at b.
-    assert fold(ev(MV, "a.md", "b.md"), ev(MV, "c.md", "b.md")) == [
-        ("renamed", "b.md", "c.md"),
-        ("deleted", "a.md", None),
-    ]
-
-
-def test_linked_rename_waits_for_its_partner() -> None:
-    d = make()
-    d.add(ev(MV, "a.md", "b.md"), 0.0)
-    d.add(ev(C, "a.md"), 0.8)  # a new file at the origin, still being written
-    assert d.due(1.0) is None  # b.md alone would be due; it waits for a.md
-    batch = d.due(1.8)
-    assert batch is not None
-    assert sorted((c.kind.value, c.path) for c in batch.changes) == [
-        ("created", "b.md"),
-        ("modified", "a.md"),
-    ]
+    assert first is not None and first.paths == ("a.md",)
+    assert second is not None and second.paths == ("a.md",)
 
 
 def test_ignored_paths_never_wake_the_debouncer() -> None:
@@ -321,24 +261,21 @@ def test_gitignored_paths_are_dropped_and_gitignore_edits_rescan() -> None:
     assert d.add(ev(CL, "notes/.gitignore"), 0.0) is True
     batch = d.due(5.0)
     assert batch is not None
-    assert batch.changes == (SettledChange(ChangeKind.MODIFIED, "notes/.gitignore"),)
+    assert batch.paths == ("notes/.gitignore",)
     assert batch.rescan_dirs == ("notes",)
 
 
 # -- folders ------------------------------------------------------------------
 
 
-def test_folder_rename_reports_each_file_and_rescans_both_sides() -> None:
+def test_folder_rename_dirties_each_file_and_rescans_both_sides() -> None:
     d = make()
     d.add(ev(MV, "d1", "d2", is_dir=True), 0.0)
     for name in ("a.md", "b.md"):
         d.add(ev(MV, f"d1/{name}", f"d2/{name}"), 0.0)
     batch = d.due(1.0)
     assert batch is not None
-    assert [(c.kind.value, c.path, c.old_path) for c in batch.changes] == [
-        ("renamed", "d2/a.md", "d1/a.md"),
-        ("renamed", "d2/b.md", "d1/b.md"),
-    ]
+    assert batch.paths == ("d1/a.md", "d2/a.md", "d1/b.md", "d2/b.md")
     assert batch.rescan_dirs == ("d1", "d2")
 
 
@@ -352,7 +289,7 @@ def test_folder_rescan_waits_for_pending_files_below_it() -> None:
     assert deadline is not None and deadline > 1.0  # no busy loop while blocked
     batch = d.due(3.5)
     assert batch is not None
-    assert batch.rescan_dirs == ("d",) and batch.changes[0].path == "d/slow.md"
+    assert batch.rescan_dirs == ("d",) and batch.paths == ("d/slow.md",)
 
 
 def test_folder_delete_is_a_rescan() -> None:
@@ -361,7 +298,7 @@ def test_folder_delete_is_a_rescan() -> None:
     d.add(ev(D, "d", is_dir=True), 0.0)
     batch = d.due(1.0)
     assert batch is not None
-    assert batch.changes == (SettledChange(ChangeKind.DELETED, "d/a.md"),)
+    assert batch.paths == ("d/a.md",)
     assert batch.rescan_dirs == ("d",)
 
 
@@ -371,9 +308,7 @@ def test_burst_of_many_files_settles_in_one_batch() -> None:
         d.add(ev(C, f"f/{i:04}.md"), i * 0.0005)
         d.add(ev(CL, f"f/{i:04}.md"), i * 0.0005)
     batch = d.due(2.0)
-    assert batch is not None and len(batch.changes) == 1000
-    assert {c.kind for c in batch.changes} == {ChangeKind.CREATED}
-    assert len({c.path for c in batch.changes}) == 1000
+    assert batch is not None and len(set(batch.paths)) == len(batch.paths) == 1000
 
 
 def test_moved_event_needs_a_destination() -> None:
@@ -439,10 +374,10 @@ def test_only_the_real_path_settles_once_per_quiet_window(steps: list[tuple]) ->
         batch = d.due(deadline)
         if batch is not None:
             settled.append(batch)
-    changes = [c for b in settled for c in b.changes]
-    assert all(c == SettledChange(ChangeKind.MODIFIED, REAL) for c in changes)
+    paths = [p for b in settled for p in b.paths]
+    assert all(p == REAL for p in paths)
     assert all(not b.rescan_dirs for b in settled)
-    assert len(changes) == expected_windows(save_times, quiet, max_delay)
+    assert len(paths) == expected_windows(save_times, quiet, max_delay)
 
 
 # -- property: applying every batch as it settles keeps a store in step with the disk --
@@ -474,15 +409,12 @@ def test_applied_batches_never_lose_an_edit(steps: list[tuple[tuple[str, ...], i
     def apply(batch: SettledBatch | None) -> None:
         if batch is None:
             return
-        for change in batch.changes:
-            for path in (change.path, change.old_path):
-                if path is None:
-                    continue
-                assert not rules(path)
-                if path in disk:
-                    store[path] = disk[path]
-                else:
-                    store.pop(path, None)
+        for path in batch.paths:
+            assert not rules(path)
+            if path in disk:
+                store[path] = disk[path]
+            else:
+                store.pop(path, None)
 
     now = 0
     for op, gap in steps:

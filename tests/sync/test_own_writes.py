@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pygit2
 
-from mnoted.sync.debounce import ChangeKind, SettledChange
+from mnoted.sync.debounce import SettledBatch
 from mnoted.sync.own_writes import ABSENT, OwnWrites, blob_id, read_blob_id
 
 
@@ -29,24 +29,26 @@ def test_read_blob_id_never_follows_symlinks(tmp_path: Path) -> None:
 
 def test_registry_drops_exact_content_and_forgets_on_mismatch() -> None:
     reg = OwnWrites()
-    modify = SettledChange(ChangeKind.MODIFIED, "a.md")
     reg.expect("a.md", blob_id(b"v1"))
-    assert reg.is_own(modify, {"a.md": blob_id(b"v1")})
-    assert reg.is_own(modify, {"a.md": blob_id(b"v1")})  # a touch later: still ours
-    assert not reg.is_own(modify, {"a.md": blob_id(b"person's edit")})
+    assert reg.is_own("a.md", blob_id(b"v1"))
+    assert reg.is_own("a.md", blob_id(b"v1"))  # a touch later: still ours
+    assert not reg.is_own("a.md", blob_id(b"person's edit"))
     # The file moved on from what mnoted wrote: returning to v1 is a real change now.
-    assert not reg.is_own(modify, {"a.md": blob_id(b"v1")})
-    assert not reg.is_own(modify, {"a.md": None})  # unreadable: let the store decide
+    assert not reg.is_own("a.md", blob_id(b"v1"))
+    assert not reg.is_own("a.md", None)  # unreadable: let the store decide
 
 
-def test_registry_deletes_and_renames() -> None:
+def test_registry_deletes_and_renames_path_by_path() -> None:
     reg = OwnWrites()
     reg.expect("gone.md", ABSENT)
-    assert reg.is_own(SettledChange(ChangeKind.DELETED, "gone.md"), {"gone.md": ABSENT})
+    assert reg.is_own("gone.md", ABSENT)
     reg.expect("old.md", ABSENT)
     reg.committed("new.md", blob_id(b"x"))
-    rename = SettledChange(ChangeKind.RENAMED, "new.md", "old.md")
-    assert reg.is_own(rename, {"new.md": blob_id(b"x"), "old.md": ABSENT})
+    disk = {"new.md": blob_id(b"x"), "old.md": ABSENT, "other.md": blob_id(b"y")}
+    batch = SettledBatch(("old.md", "new.md", "other.md"))
+    kept, dropped = reg.drop_from(batch, disk.__getitem__)
+    assert kept == SettledBatch(("other.md",)) and dropped == 2
     reg.forget("new.md")
-    assert not reg.is_own(rename, {"new.md": blob_id(b"x"), "old.md": ABSENT})
+    kept, dropped = reg.drop_from(SettledBatch(("old.md", "new.md")), disk.__getitem__)
+    assert kept == SettledBatch(("new.md",)) and dropped == 1
     assert len(reg) == 2  # gone.md and old.md

@@ -14,7 +14,6 @@ def test_public_api_is_pinned() -> None:
     assert sorted(mnoted.sync.__all__) == sorted(
         [
             "ABSENT",
-            "ChangeKind",
             "DebounceConfig",
             "Debouncer",
             "EventKind",
@@ -24,7 +23,6 @@ def test_public_api_is_pinned() -> None:
             "OwnWrites",
             "ReconcileReason",
             "SettledBatch",
-            "SettledChange",
             "SyncSink",
             "Watcher",
             "WatcherConfig",

@@ -1,4 +1,4 @@
-"""Each editor's real save sequence, on a real inotify watcher: one settled change per save.
+"""Each editor's real save sequence, on a real inotify watcher: its paths settled once per save.
 
 The file operations below are the system calls those editors make (as seen
 with strace): creat/write/close, rename, unlink, symlink for Emacs' lock,
@@ -21,8 +21,6 @@ import pytest
 from mnoted.store import dirfd
 from mnoted.sync.ignore import IgnoreRules
 from mnoted.sync.own_writes import blob_id
-
-Triple = tuple[str, str, str | None]
 
 if TYPE_CHECKING:
     from conftest import QuietFn, RecordingSink, WatcherFactory
@@ -166,33 +164,32 @@ def git_commit(root: Path, _: Path) -> None:
 @dataclass(frozen=True)
 class Case:
     act: Callable[[Path, Path], None]
-    expected: list[Triple]
+    expected: list[str]
 
 
 CASES: dict[str, Case] = {
-    "vim_backupcopy_no": Case(vim_backupcopy_no, [("modified", "x.md", None)]),
-    "vim_backupcopy_yes": Case(vim_backupcopy_yes, [("modified", "x.md", None)]),
-    "jetbrains": Case(jetbrains, [("modified", "x.md", None)]),
-    "gedit": Case(gedit, [("modified", "x.md", None)]),
-    "emacs": Case(emacs, [("modified", "x.md", None)]),
-    "vscode": Case(vscode, [("modified", "x.md", None)]),
-    "sed_i": Case(sed_i, [("modified", "x.md", None)]),
-    "sed_i_gnu": Case(sed_i_real, [("modified", "x.md", None)]),
-    "cp_new": Case(cp_new, [("created", "copy.md", None)]),
-    "cp_over": Case(cp_over, [("modified", "x.md", None)]),
-    "mv_within": Case(mv_within, [("renamed", "y.md", "x.md")]),
-    "mv_across": Case(mv_across, [("renamed", "d2/a.md", "d1/a.md")]),
-    "mv_in": Case(mv_in_from_outside, [("created", "arrived.md", None)]),
-    "mv_out": Case(mv_out, [("deleted", "x.md", None)]),
-    "delete": Case(delete, [("deleted", "x.md", None)]),
-    "delete_recreate": Case(delete_recreate, [("modified", "x.md", None)]),
+    "vim_backupcopy_no": Case(vim_backupcopy_no, ["x.md"]),
+    "vim_backupcopy_yes": Case(vim_backupcopy_yes, ["x.md"]),
+    "jetbrains": Case(jetbrains, ["x.md"]),
+    "gedit": Case(gedit, ["x.md"]),
+    "emacs": Case(emacs, ["x.md"]),
+    "vscode": Case(vscode, ["x.md"]),
+    "sed_i": Case(sed_i, ["x.md"]),
+    "sed_i_gnu": Case(sed_i_real, ["x.md"]),
+    "cp_new": Case(cp_new, ["copy.md"]),
+    "cp_over": Case(cp_over, ["x.md"]),
+    "mv_within": Case(mv_within, ["x.md", "y.md"]),
+    "mv_across": Case(mv_across, ["d1/a.md", "d2/a.md"]),
+    "mv_in": Case(mv_in_from_outside, ["arrived.md"]),
+    "mv_out": Case(mv_out, ["x.md"]),
+    "delete": Case(delete, ["x.md"]),
+    "delete_recreate": Case(delete_recreate, ["x.md"]),
     "folder_rename": Case(
-        folder_rename,
-        [("renamed", "renamed/a.md", "d1/a.md"), ("renamed", "renamed/sub/b.md", "d1/sub/b.md")],
+        folder_rename, ["d1/a.md", "d1/sub/b.md", "renamed/a.md", "renamed/sub/b.md"]
     ),
-    "atomic_write": Case(mnoted_unregistered_atomic_write, [("modified", "x.md", None)]),
+    "atomic_write": Case(mnoted_unregistered_atomic_write, ["x.md"]),
     "abandoned_temp_file": Case(mnoted_abandoned_temp_file, []),
-    "temp_file_moved_in": Case(mnoted_temp_file_moved_in, [("modified", "x.md", None)]),
+    "temp_file_moved_in": Case(mnoted_temp_file_moved_in, ["x.md"]),
     "git_commit": Case(git_commit, []),
 }
 
@@ -205,19 +202,18 @@ def seed(root: Path) -> None:
     (root / "d1" / "sub" / "b.md").write_text("b\n")
 
 
-def triples(sink: RecordingSink) -> list[Triple]:
-    return sorted((c.kind.value, c.path, c.old_path) for c in sink.changes)
+def delivered(sink: RecordingSink) -> list[str]:
+    return sorted(sink.paths)
 
 
 def assert_no_temp_names(sink: RecordingSink) -> None:
     rules = IgnoreRules()
-    for change in sink.changes:
-        for path in (change.path, change.old_path):
-            assert path is None or not rules(path), f"temp or internal path delivered: {path}"
+    for path in sink.paths:
+        assert not rules(path), f"temp or internal path delivered: {path}"
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_one_settled_change_per_save(
+def test_each_save_settles_its_paths_once(
     name: str,
     workspace: Path,
     tmp_path: Path,
@@ -232,9 +228,9 @@ def test_one_settled_change_per_save(
     watcher = make_watcher()
     case.act(workspace, outside)
     if case.expected:
-        assert sink.wait(lambda s: len(s.changes) >= len(case.expected)), triples(sink)
+        assert sink.wait(lambda s: len(s.paths) >= len(case.expected)), delivered(sink)
     quiet(watcher)
-    assert triples(sink) == sorted(case.expected)
+    assert delivered(sink) == sorted(case.expected)
     assert_no_temp_names(sink)
     # The one change carries the final content: what the store reads when it gets the
     # batch is what is on disk once the editor is done (None: the path is gone).
@@ -253,11 +249,11 @@ def test_two_saves_in_separate_windows_are_two_changes(
     seed(workspace)
     watcher = make_watcher()
     vscode(workspace, workspace)
-    assert sink.wait(lambda s: len(s.changes) == 1)
+    assert sink.wait(lambda s: len(s.paths) == 1)
     jetbrains(workspace, workspace)
-    assert sink.wait(lambda s: len(s.changes) == 2)
+    assert sink.wait(lambda s: len(s.paths) == 2)
     quiet(watcher)
-    assert triples(sink) == [("modified", "x.md", None)] * 2
+    assert delivered(sink) == ["x.md", "x.md"]
 
 
 def test_burst_of_1000_files(
@@ -268,12 +264,9 @@ def test_burst_of_1000_files(
     watcher = make_watcher()
     for i in range(1000):
         write(workspace / f"f{i % 10}" / f"note{i:04}.md", b"burst %d\n" % i)
-    assert sink.wait(lambda s: len(s.changes) >= 1000, timeout=20)
+    assert sink.wait(lambda s: len(s.paths) >= 1000, timeout=20)
     quiet(watcher)
-    changes = sink.changes
-    assert len(changes) == 1000
-    assert {c.kind.value for c in changes} == {"created"}
-    assert len({c.path for c in changes}) == 1000
+    assert len(sink.paths) == len(set(sink.paths)) == 1000
     assert watcher.health().overflows == 0
 
 
@@ -286,7 +279,7 @@ def assert_own_rename_dropped(
     write(temp, data)
     os.replace(temp, workspace / "x.md")
     quiet(watcher)
-    assert sink.changes == []
+    assert sink.paths == []
     assert watcher.health().own_writes_dropped == 1
 
 
@@ -298,8 +291,8 @@ def test_own_atomic_write_is_dropped_early(
     assert_own_rename_dropped(workspace, watcher, sink, quiet, workspace / ".mnote-tmp-a1b2")
     # A person's edit afterwards is not mistaken for mnoted's.
     write(workspace / "x.md", b"# x\nperson\n")
-    assert sink.wait(lambda s: len(s.changes) == 1)
-    assert triples(sink) == [("modified", "x.md", None)]
+    assert sink.wait(lambda s: len(s.paths) == 1)
+    assert delivered(sink) == ["x.md"]
 
 
 def test_gitignored_files_never_reach_the_sink(
@@ -314,9 +307,9 @@ def test_gitignored_files_never_reach_the_sink(
     write(workspace / "build" / "out.md", b"generated")
     write(workspace / "debug.log", b"noise")
     write(workspace / "kept.md", b"kept")
-    assert sink.wait(lambda s: len(s.changes) >= 1)
+    assert sink.wait(lambda s: len(s.paths) >= 1)
     quiet(watcher)
-    assert triples(sink) == [("created", "kept.md", None)]
+    assert delivered(sink) == ["kept.md"]
 
 
 def test_new_nested_folders_written_at_once(
@@ -328,13 +321,9 @@ def test_new_nested_folders_written_at_once(
     os.makedirs(workspace / "a" / "b" / "c")
     for d in ("a", "a/b", "a/b/c"):
         write(workspace / d / "n.md", d.encode())
-    assert sink.wait(lambda s: len(s.changes) >= 3)
+    assert sink.wait(lambda s: len(s.paths) >= 3)
     quiet(watcher)
-    assert triples(sink) == [
-        ("created", "a/b/c/n.md", None),
-        ("created", "a/b/n.md", None),
-        ("created", "a/n.md", None),
-    ]
+    assert delivered(sink) == ["a/b/c/n.md", "a/b/n.md", "a/n.md"]
     rescans = {d for b in sink.batches for d in b.rescan_dirs}
     assert "a" in rescans
 
@@ -354,14 +343,11 @@ def test_folder_moved_in_and_out_of_the_workspace(
     watcher = make_watcher()
     os.rename(incoming, workspace / "incoming")
     os.rename(workspace / "d1", tmp_path / "gone")
-    assert sink.wait(lambda s: len(s.changes) >= 2)
+    assert sink.wait(lambda s: len(s.paths) >= 2)
     quiet(watcher)
     # Moved in: every file is reported. Moved out: inotify reports only the folder, so
     # the store learns of its files from the rescan.
-    assert triples(sink) == [
-        ("created", "incoming/i.md", None),
-        ("created", "incoming/sub/j.md", None),
-    ]
+    assert delivered(sink) == ["incoming/i.md", "incoming/sub/j.md"]
     rescans = {d for b in sink.batches for d in b.rescan_dirs}
     assert {"incoming", "d1"} <= rescans
 
@@ -377,9 +363,9 @@ def test_slow_writer_is_not_settled_half_way(
         f.write(b"# x\nfirst half\n")
         time.sleep(0.3)
         f.write(b"second half\n")
-    assert sink.wait(lambda s: len(s.changes) >= 1)
+    assert sink.wait(lambda s: len(s.paths) >= 1)
     quiet(watcher)
-    assert triples(sink) == [("modified", "x.md", None)]
+    assert delivered(sink) == ["x.md"]
     assert sink.read_at_delivery == [("x.md", b"# x\nfirst half\nsecond half\n")]
 
 
@@ -396,8 +382,8 @@ def test_own_write_from_a_spare_file_is_dropped_early(
     # Content other than the store said it wrote is an edit like any other.
     write(spares / "spare-1-2", b"# x\nnot what mnoted wrote\n")
     os.replace(spares / "spare-1-2", workspace / "x.md")
-    assert sink.wait(lambda s: len(s.changes) == 1)
-    assert triples(sink) == [("created", "x.md", None)]  # moved in: the store compares
+    assert sink.wait(lambda s: len(s.paths) == 1)
+    assert delivered(sink) == ["x.md"]  # moved in: the store compares
 
 
 def exchange(a: Path, b: Path) -> None:
@@ -430,7 +416,7 @@ def test_own_write_exchanged_with_the_old_file_is_dropped_early(
     watcher._read_blob = lambda rel: reads.append(rel) or read(rel)
     exchange(workspace / "x.md", spares / "spare-1-1")
     quiet(watcher)
-    assert sink.changes == []
+    assert sink.paths == []
     health = watcher.health()
     assert health.own_writes_dropped == 2
     assert health.events_seen == seen  # neither half reached the debouncer
@@ -438,6 +424,6 @@ def test_own_write_exchanged_with_the_old_file_is_dropped_early(
     # The same exchange with bytes the store did not write is an edit: the page changed.
     write(spares / "spare-1-1", b"# x\nnot what mnoted wrote\n")
     exchange(workspace / "x.md", spares / "spare-1-1")
-    assert sink.wait(lambda s: len(s.changes) >= 1)
+    assert sink.wait(lambda s: len(s.paths) >= 1)
     quiet(watcher)
-    assert {c.path for c in sink.changes} == {"x.md"}
+    assert set(sink.paths) == {"x.md"}

@@ -28,8 +28,8 @@ def write(path: Path, data: bytes = b"x\n") -> None:
         f.write(data)
 
 
-def kinds(sink: RecordingSink) -> list[tuple[str, str]]:
-    return sorted((c.kind.value, c.path) for c in sink.changes)
+def delivered(sink: RecordingSink) -> list[str]:
+    return sorted(sink.paths)
 
 
 def test_start_signals_reconcile_and_reports_health(
@@ -71,9 +71,9 @@ def test_symlink_loops_and_links_out_are_never_followed(
     write(outside / "x.md")
     os.symlink(outside, workspace / "d" / "newlink")  # a new link to a folder: a file to Git
     write(workspace / "d" / "real.md")
-    assert sink.wait(lambda s: len(s.changes) >= 2)
+    assert sink.wait(lambda s: len(s.paths) >= 2)
     quiet(watcher)
-    assert kinds(sink) == [("created", "d/newlink"), ("created", "d/real.md")]
+    assert delivered(sink) == ["d/newlink", "d/real.md"]
     assert watcher.health().watch_count == 2
 
 
@@ -100,10 +100,10 @@ def test_event_in_the_deepest_of_10000_folders_is_delivered(
     assert not health.watch_limit_hit
     write(deep / "bottom.md")
     write(workspace / "t98" / "s99" / "last.md")
-    assert sink.wait(lambda s: len(s.changes) >= 2, timeout=10)
+    assert sink.wait(lambda s: len(s.paths) >= 2, timeout=10)
     quiet(watcher)
     bottom = "/".join(f"l{k}" for k in range(100)) + "/bottom.md"
-    assert kinds(sink) == sorted([("created", bottom), ("created", "t98/s99/last.md")])
+    assert delivered(sink) == sorted([bottom, "t98/s99/last.md"])
     assert watcher.health().overflows == 0
 
 
@@ -121,7 +121,7 @@ def test_watch_limit_degrades_and_falls_back_to_periodic_reconcile(
     assert sink.wait(lambda s: s.reasons().count(ReconcileReason.WATCH_LIMIT) >= 3, timeout=5)
     # Watched folders still deliver.
     write(workspace / "root.md")
-    assert sink.wait(lambda s: ("created", "root.md") in kinds(s))
+    assert sink.wait(lambda s: "root.md" in s.paths)
 
 
 def test_watch_limit_on_the_root_fails_without_raising(
@@ -156,7 +156,7 @@ def test_queue_overflow_is_detected_and_watching_recovers(
     assert health.state == "running"
     sink.clear()
     write(workspace / "after.md")
-    assert sink.wait(lambda s: ("created", "after.md") in kinds(s))
+    assert sink.wait(lambda s: "after.md" in s.paths)
 
 
 def test_failed_reader_is_reported_and_restarted(
@@ -183,7 +183,7 @@ def test_failed_reader_is_reported_and_restarted(
     assert health.state == "running" and health.restarts >= 1
     assert health.last_error is not None and "reader bug" in health.last_error
     write(workspace / "after.md")
-    assert sink.wait(lambda s: ("created", "after.md") in kinds(s))
+    assert sink.wait(lambda s: "after.md" in s.paths)
 
 
 def test_manual_restart_when_auto_restart_is_off(
@@ -205,7 +205,7 @@ def test_manual_restart_when_auto_restart_is_off(
     monkeypatch.undo()
     assert watcher.restart().state == "running"
     write(workspace / "back.md")
-    assert sink.wait(lambda s: ("created", "back.md") in kinds(s))
+    assert sink.wait(lambda s: "back.md" in s.paths)
 
 
 def test_one_thread_per_watcher(workspace: Path, make_watcher: WatcherFactory) -> None:
@@ -233,9 +233,9 @@ def test_without_inotify_watchdogs_polling_observer_stands_in(
     assert health.state == "running" and health.watch_count is None
     assert health.last_error is not None and "inotify unavailable" in health.last_error
     write(workspace / "d" / "polled.md")
-    assert sink.wait(lambda s: ("created", "d/polled.md") in kinds(s))
+    assert sink.wait(lambda s: "d/polled.md" in s.paths)
     os.rename(workspace / "d" / "polled.md", workspace / "moved.md")
-    assert sink.wait(lambda s: ("renamed", "moved.md") in kinds(s))
+    assert sink.wait(lambda s: "moved.md" in s.paths)
 
 
 def test_workspace_folder_removed_then_back(
@@ -249,7 +249,7 @@ def test_workspace_folder_removed_then_back(
     workspace.mkdir()
     assert sink.wait(lambda s: s.reasons().count(ReconcileReason.STARTED) >= 2, timeout=10)
     write(workspace / "again.md")
-    assert sink.wait(lambda s: ("created", "again.md") in kinds(s))
+    assert sink.wait(lambda s: "again.md" in s.paths)
 
 
 def test_a_workspace_folder_put_back_is_watched_again_at_once(
@@ -266,7 +266,7 @@ def test_a_workspace_folder_put_back_is_watched_again_at_once(
     assert sink.wait(lambda s: s.reasons().count(ReconcileReason.STARTED) >= 2, timeout=5)
     assert watcher.health().state == "running"
     write(workspace / "again.md")
-    assert sink.wait(lambda s: ("created", "again.md") in kinds(s))
+    assert sink.wait(lambda s: "again.md" in s.paths)
 
 
 def test_workspace_folder_renamed_away_is_noticed(
@@ -290,7 +290,7 @@ def test_failing_sink_asks_for_reconcile_and_keeps_going(
     write(workspace / "lost.md")
     assert sink.wait(lambda s: ReconcileReason.SINK_FAILED in s.reasons())
     write(workspace / "next.md")
-    assert sink.wait(lambda s: ("created", "next.md") in kinds(s))
+    assert sink.wait(lambda s: "next.md" in s.paths)
 
 
 def test_stop_flushes_pending_changes(workspace: Path, sink: RecordingSink) -> None:
@@ -302,7 +302,7 @@ def test_stop_flushes_pending_changes(workspace: Path, sink: RecordingSink) -> N
     while not watcher.is_pending("late.md") and time.monotonic() < deadline:
         time.sleep(0.01)
     watcher.stop()
-    assert kinds(sink) == [("created", "late.md")]
+    assert delivered(sink) == ["late.md"]
     assert watcher.health().state == "stopped"
 
 
@@ -323,9 +323,9 @@ def test_take_pending_hands_the_change_to_the_caller(
             seen, stable_since = watcher.health().events_seen, time.monotonic()
         time.sleep(0.02)
     batch = watcher.take_pending(["edited.md"])
-    assert batch is not None and [c.path for c in batch.changes] == ["edited.md"]
+    assert batch is not None and batch.paths == ("edited.md",)
     assert watcher.flush()
-    assert sink.changes == []
+    assert sink.paths == []
 
 
 def test_start_twice_is_an_error(workspace: Path, make_watcher: WatcherFactory) -> None:
@@ -354,7 +354,7 @@ def test_driver_error_is_reported_and_delivery_goes_on(
     assert sink.wait(lambda s: ReconcileReason.WATCHER_DIED in s.reasons(), timeout=5)
     assert "driver" in (watcher.health().last_error or "")
     write(workspace / "still.md")
-    assert sink.wait(lambda s: ("created", "still.md") in kinds(s))
+    assert sink.wait(lambda s: "still.md" in s.paths)
     assert watcher.health().state == "running"
 
 
@@ -373,7 +373,7 @@ def test_folders_made_under_a_new_folder_are_watched_once_without_a_warning(
     for i in range(300):
         os.makedirs(workspace / f"p{i}" / "q" / "r")
         write(workspace / f"p{i}" / "q" / "r" / "n.md")
-    assert sink.wait(lambda s: len(s.changes) >= 300, timeout=30)
+    assert sink.wait(lambda s: len(s.paths) >= 300, timeout=30)
     quiet(watcher)
-    assert sorted(c.path for c in sink.changes) == sorted(f"p{i}/q/r/n.md" for i in range(300))
+    assert delivered(sink) == sorted(f"p{i}/q/r/n.md" for i in range(300))
     assert [str(w.message) for w in recwarn if "already exists for watch" in str(w.message)] == []
