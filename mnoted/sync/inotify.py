@@ -14,7 +14,8 @@ with ``os.read``). :class:`InotifyReader` keeps the watch table of a root and tu
   ``MOVE_HOLD`` seconds when it was the last record read;
 * a moved folder's watches follow it (paths rewritten); a folder moved out loses its
   watches, since the kernel keeps reporting it under its old name;
-* ``IN_Q_OVERFLOW``: folders made meanwhile get their watches, then the caller is told
+* ``IN_Q_OVERFLOW``: folders made meanwhile get their watches, those of folders gone are
+  dropped, then the caller is told
   (:attr:`InotifyReader.overflowed`) and reconciles by content.
 
 The mask subscribes to writes only. ``IN_OPEN``, ``IN_ACCESS`` and ``IN_CLOSE_NOWRITE``
@@ -255,6 +256,7 @@ class InotifyReader:
         self._path_of: dict[int, bytes] = {}
         self._wd_of: dict[bytes, int] = {}
         self._held: _Held | None = None
+        self._touched: set[int] | None = None  # watches seen by a rewalk after an overflow
         self.overflowed = 0
         """Queue overflows seen (each after the watches were rebuilt)."""
         self.root_lost = False
@@ -280,6 +282,8 @@ class InotifyReader:
             raise OSError(errno.ENOSPC, "inotify watch limit reached (WatcherConfig.watch_limit)")
         mask = MASK | IN_MOVE_SELF if path == self.root else MASK
         wd = self.inotify.add_watch(path, mask)
+        if self._touched is not None:
+            self._touched.add(wd)
         old = self._path_of.get(wd)
         if old is not None and old != path and self._wd_of.get(old) == wd:
             del self._wd_of[old]  # the same folder under a new name
@@ -319,6 +323,18 @@ class InotifyReader:
                 kept.append(name)
             subfolders[:] = kept
         return steps
+
+    def _rewatch(self) -> None:
+        """After an overflow: watch the folders made while events were lost, and drop the
+        watches of folders gone meanwhile (their ``IN_IGNORED`` may be lost too)."""
+        self._touched = set()
+        try:
+            self._watch_tree(self.root)
+        finally:
+            touched, self._touched = self._touched, None
+        for wd in [wd for wd in self._path_of if wd not in touched]:
+            self.inotify.rm_watch(wd)
+            self._forget(wd)
 
     def _failed(self, path: bytes, exc: OSError) -> None:
         if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
@@ -394,7 +410,7 @@ class InotifyReader:
                 return
             self._release(out)
         if mask & IN_Q_OVERFLOW:
-            self._watch_tree(self.root)  # folders made while events were lost
+            self._rewatch()
             self.overflowed += 1
             return
         if mask & IN_IGNORED:

@@ -147,8 +147,12 @@ def test_folders_get_watches_as_they_come_and_lose_them_when_moved_out(tmp_path:
 
 
 def test_an_overflow_is_counted_after_the_watches_are_rebuilt(tmp_path: Path) -> None:
+    (tmp_path / "gone-meanwhile").mkdir()
     reader, fake = reader_on(tmp_path)
+    assert reader.watch_count == 2
     (tmp_path / "made-meanwhile").mkdir()
+    (tmp_path / "gone-meanwhile").rmdir()  # and its IN_IGNORED lost with the rest
     fake.queued = record(-1, IN_Q_OVERFLOW)
     assert reader.read(0.0) == []
     assert reader.overflowed == 1 and reader.watch_count == 2
+    assert fake.removed == [fake.wds[os.fsencode(tmp_path / "gone-meanwhile")]]
