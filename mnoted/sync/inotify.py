@@ -15,8 +15,8 @@ with ``os.read``). :class:`InotifyReader` keeps the watch table of a root and tu
 * a moved folder's watches follow it (paths rewritten); a folder moved out loses its
   watches, since the kernel keeps reporting it under its old name;
 * ``IN_Q_OVERFLOW``: folders made meanwhile get their watches, those of folders gone are
-  dropped, then the caller is told
-  (:attr:`InotifyReader.overflowed`) and reconciles by content.
+  dropped, then the caller is told (:attr:`InotifyReader.overflowed`) and reconciles by
+  content.
 
 The mask subscribes to writes only. ``IN_OPEN``, ``IN_ACCESS`` and ``IN_CLOSE_NOWRITE``
 fire on every read (Git reading objects, an indexer, this reader's own listing of new
