@@ -274,7 +274,7 @@ class InotifyReader:
     def watch_root(self) -> None:
         """Watch the root and every folder below it; raises :class:`OSError` if the root
         itself cannot be watched."""
-        self._watch_tree(self.root)
+        self._watch_tree(self.root, files=False)
 
     def _watch(self, path: bytes) -> int:
         limit = self._limit
@@ -291,8 +291,9 @@ class InotifyReader:
         self._wd_of[path] = wd
         return wd
 
-    def _watch_tree(self, top: bytes) -> list[listing.Step]:
-        """Watch ``top`` and the folders below it, top-down; returns what was listed.
+    def _watch_tree(self, top: bytes, *, files: bool = True) -> list[listing.Step]:
+        """Watch ``top`` and the folders below it, top-down; returns what was listed (with
+        ``files``; the start-up and the walk after an overflow need folders only).
 
         A folder is watched before it is listed, so a file made in it after the listing
         has an event, and one made before is in the listing.
@@ -307,8 +308,10 @@ class InotifyReader:
             self._failed(top, exc)
             return []
         steps: list[listing.Step] = []
-        for folder, subfolders, files in listing.walk(self.root, top, _PRUNED):
-            steps.append((folder, subfolders, files))
+        for step in listing.walk(self.root, top, _PRUNED, files=files):
+            folder, subfolders, _ = step
+            if files:
+                steps.append(step)
             kept = []
             for name in subfolders:
                 path = os.path.join(folder, name)
@@ -329,7 +332,7 @@ class InotifyReader:
         watches of folders gone meanwhile (their ``IN_IGNORED`` may be lost too)."""
         self._touched = set()
         try:
-            self._watch_tree(self.root)
+            self._watch_tree(self.root, files=False)
         finally:
             touched, self._touched = self._touched, None
         for wd in [wd for wd in self._path_of if wd not in touched]:

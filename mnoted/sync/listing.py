@@ -18,13 +18,15 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 Step = tuple[bytes, list[bytes], list[bytes]]
 
 
-def walk(root: bytes, top: bytes, prune: frozenset[bytes] = frozenset()) -> Iterator[Step]:
+def walk(
+    root: bytes, top: bytes, prune: frozenset[bytes] = frozenset(), *, files: bool = True
+) -> Iterator[Step]:
     """``os.walk(top)`` (top-down, links not followed) for a folder at or below ``root``.
 
     Yields ``(folder, subfolders, files)`` with absolute byte paths for ``folder``; the
     caller may remove names from ``subfolders`` to skip them. Subfolders named in
     ``prune`` are never entered. Nothing is yielded if ``top`` is not a folder reached
-    without a symlink.
+    without a symlink. With ``files=False`` the file lists are left empty (cheaper).
     """
     rel = os.path.relpath(top, root)
     if rel == b".":
@@ -39,7 +41,7 @@ def walk(root: bytes, top: bytes, prune: frozenset[bytes] = frozenset()) -> Iter
         return
     if fd is None:
         return
-    yield from _walk(fd, top, prune)
+    yield from _walk(fd, top, prune, files)
 
 
 def open_folder(root: bytes | str, parts: Sequence[str]) -> int | None:
@@ -59,7 +61,7 @@ def open_folder(root: bytes | str, parts: Sequence[str]) -> int | None:
     return fd
 
 
-def _walk(fd: int, path: bytes, prune: frozenset[bytes]) -> Iterator[Step]:
+def _walk(fd: int, path: bytes, prune: frozenset[bytes], with_files: bool) -> Iterator[Step]:
     """Walk the folder open as ``fd`` (closed when done)."""
     try:
         folders: list[bytes] = []
@@ -67,12 +69,12 @@ def _walk(fd: int, path: bytes, prune: frozenset[bytes]) -> Iterator[Step]:
         try:
             with os.scandir(fd) as listing:
                 for item in listing:
-                    name = os.fsencode(item.name)
                     if item.is_dir(follow_symlinks=False):
+                        name = os.fsencode(item.name)
                         if name not in prune:
                             folders.append(name)
-                    else:
-                        files.append(name)
+                    elif with_files:
+                        files.append(os.fsencode(item.name))
         except OSError:
             return
         yield path, folders, files
@@ -81,6 +83,6 @@ def _walk(fd: int, path: bytes, prune: frozenset[bytes]) -> Iterator[Step]:
                 child = os.open(name, _DIR_FLAGS, dir_fd=fd)
             except OSError:
                 continue  # gone, or swapped for a symlink since it was listed
-            yield from _walk(child, os.path.join(path, name), prune)
+            yield from _walk(child, os.path.join(path, name), prune, with_files)
     finally:
         os.close(fd)

@@ -82,12 +82,14 @@ def test_a_folder_swapped_while_the_watcher_lists_it(
     real = listing.walk
     swapped: list[bytes] = []
 
-    def racing(root: bytes, top: bytes, prune: frozenset[bytes] = frozenset()) -> Iterator:
+    def racing(
+        root: bytes, top: bytes, prune: frozenset[bytes] = frozenset(), *, files: bool = True
+    ) -> Iterator:
         if top.endswith(b"/moved") and not swapped:
             os.rename(workspace / "moved", tmp_path / "aside")
             (workspace / "moved").symlink_to(outside)
             swapped.append(top)
-        return real(root, top, prune)
+        return real(root, top, prune, files=files)
 
     monkeypatch.setattr(listing, "walk", racing)  # type: ignore[attr-defined]
     watcher = make_watcher()
