@@ -22,8 +22,9 @@ from tests.e2e.conftest import DaemonProcess
 
 BUDGET = 5
 """Threads per additional workspace today: the writer, the watcher's one, maintenance, the
-remote sync loop (started whether or not a remote is configured) and the Git index
-refresh's executor (its worker stays once a refresh ran). Issue 42's target is 4."""
+remote sync loop (started whether or not a remote is configured), and either the Git index
+refresh's executor worker (it stays once a refresh ran) or a second `asyncio` executor
+thread. Issue 42's target is 4."""
 SHARED = ("mnoted-fsync",)
 """Name prefixes of the process-wide threads, left out of the counts."""
 
