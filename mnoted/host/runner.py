@@ -681,13 +681,14 @@ def _mtime_ns(path: str) -> int | None:
 
 
 class _Sink:
-    """The watcher's sink: hands each batch to the runner thread and waits for it."""
+    """The watcher's sink: hands each batch to the runner thread (the watcher goes on
+    reading events while it is committed)."""
 
     def __init__(self, runner: WorkspaceRunner) -> None:
         self.runner = runner
 
-    def on_changes(self, batch: SettledBatch) -> None:
-        self.runner.submit(lambda: self.runner.apply_batch(batch)).result()
+    def on_changes(self, batch: SettledBatch) -> Future[None]:
+        return self.runner.submit(lambda: self.runner.apply_batch(batch))
 
     def on_reconcile_needed(self, reason: ReconcileReason, detail: str) -> None:
         log.info("reconciling the workspace: %s (%s)", reason.value, detail)

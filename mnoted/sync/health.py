@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
 
 from mnoted.sync.debounce import DebounceConfig, SettledBatch
 
-__all__ = ["ReconcileReason", "SyncSink", "WatcherConfig", "WatcherHealth", "WatcherState"]
+__all__ = [
+    "Counters",
+    "ReconcileReason",
+    "SyncSink",
+    "WatcherConfig",
+    "WatcherHealth",
+    "WatcherState",
+]
 
 
 class ReconcileReason(StrEnum):
@@ -33,8 +41,10 @@ class WatcherState(StrEnum):
 class SyncSink(Protocol):
     """What the watcher calls, always from its one thread."""
 
-    def on_changes(self, batch: SettledBatch) -> None:
-        """Commit what differs at the settled paths (the store compares content with the index)."""
+    def on_changes(self, batch: SettledBatch) -> Future[Any] | None:
+        """Commit what differs at the settled paths (the store compares content with the
+        index), or return a future of that commit made elsewhere: the watcher then reads
+        events meanwhile and delivers the next batch once it is done."""
 
     def on_reconcile_needed(self, reason: ReconcileReason, detail: str) -> None:
         """Compare the whole working tree with the index by content, then call the
@@ -82,3 +92,17 @@ class WatcherHealth:
     restarts: int
     startup_seconds: float | None
     last_error: str | None
+
+
+@dataclass(slots=True)
+class Counters:
+    """The watcher's running counts (kept under its lock), as :class:`WatcherHealth` has them."""
+
+    watch_failures: int = 0
+    overflows: int = 0
+    events_seen: int = 0
+    events_ignored: int = 0
+    batches_delivered: int = 0
+    changes_delivered: int = 0
+    own_writes_dropped: int = 0
+    restarts: int = 0

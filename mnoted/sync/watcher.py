@@ -7,10 +7,8 @@ batches and reconcile signals to the sink, checks that the workspace folder is s
 one watched, and sets the watch up again after a failure. Every sink call comes from
 that thread; other threads only post requests (flush, restart, stop) and wake it.
 
-Where inotify is missing (not Linux, or ``inotify_init1`` refused: ``EMFILE`` when
-``fs.inotify.max_user_instances`` is reached), watchdog's public observer stands in
-(``PollingObserver`` on Linux, the platform's ``Observer`` elsewhere): its threads feed
-the same debouncer and wake the watcher's thread.
+Where inotify is missing, watchdog's public observer stands in (:mod:`mnoted.sync.fallback`):
+its threads feed the same debouncer and wake the watcher's thread.
 
 Events can be lost (queue overflow, watch limit, a failed reader). None of these crash
 the watcher: each sets ``needs_reconcile`` in :meth:`Watcher.health` and calls
@@ -21,6 +19,7 @@ by content. While watching is incomplete (watch limit) or down, that signal repe
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import functools
 import logging
@@ -29,6 +28,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from mnoted.errors import MnoteError
@@ -39,6 +39,7 @@ from mnoted.sync.debounce import (
 from mnoted.sync.events import Event, normalize, relative
 from mnoted.sync.fallback import start_observer
 from mnoted.sync.health import (
+    Counters,
     ReconcileReason,
     SyncSink,
     WatcherConfig,
@@ -111,21 +112,15 @@ class Watcher:
         self._restart_waiters: list[threading.Event] = []
         self._signals: deque[tuple[ReconcileReason, str]] = deque()
         self._next_liveness = float("-inf")
+        self._in_flight: tuple[SettledBatch, Future[object]] | None = None
 
         self._state = WatcherState.STOPPED
         self._watch_limit_hit = False
-        self._watch_failures = 0
-        self._overflows = 0
+        self._count = Counters()
         self._last_event_at: float | None = None
-        self._events_seen = 0
-        self._events_ignored = 0
-        self._batches = 0
-        self._changes = 0
-        self._own_dropped = 0
         self._needs_reconcile = False
         self._generation = 0
         self._reasons: list[ReconcileReason] = []
-        self._restarts = 0
         self._startup_seconds: float | None = None
         self._last_error: str | None = None
         self._next_restart: float | None = None
@@ -173,7 +168,7 @@ class Watcher:
         thread = self._thread
         if thread is None or not thread.is_alive() or thread is threading.current_thread():
             with self._lock:
-                self._restarts += 1
+                self._count.restarts += 1
             self._retire_source()
             self._start_source()
             return self.health()
@@ -183,13 +178,6 @@ class Watcher:
         self._wake()
         done.wait(60)
         return self.health()
-
-    def __enter__(self) -> Watcher:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- integration API -------------------------------------------------------
 
@@ -241,21 +229,14 @@ class Watcher:
                 running=state in (WatcherState.RUNNING, WatcherState.DEGRADED),
                 watch_count=watch_count,
                 watch_limit_hit=self._watch_limit_hit,
-                watch_failures=self._watch_failures,
-                overflows=self._overflows,
                 last_event_at=self._last_event_at,
                 pending=self._debouncer.pending_count,
-                events_seen=self._events_seen,
-                events_ignored=self._events_ignored,
-                batches_delivered=self._batches,
-                changes_delivered=self._changes,
-                own_writes_dropped=self._own_dropped,
                 needs_reconcile=self._needs_reconcile,
                 reconcile_generation=self._generation,
                 reconcile_reasons=tuple(self._reasons),
-                restarts=self._restarts,
                 startup_seconds=self._startup_seconds,
                 last_error=self._last_error,
+                **dataclasses.asdict(self._count),
             )
 
     # -- the event source --------------------------------------------------------
@@ -289,20 +270,12 @@ class Watcher:
                 self._reader = reader
             self._root_identity = _identity(self.root)
         except OSError as exc:
-            self._retire_source()
             reason = ReconcileReason.WATCHER_UNAVAILABLE
             if exc.errno == errno.ENOSPC:
                 reason = ReconcileReason.WATCH_LIMIT
             elif not os.path.isdir(self.root):
                 reason = ReconcileReason.ROOT_GONE
-            message = f"cannot watch {self.root}: {exc}"
-            logger.error("sync: %s; falling back to periodic reconciliation", message)
-            with self._lock:
-                self._state = WatcherState.FAILED
-                self._last_error = message
-                self._fallback_reason = reason
-                self._schedule_restart_locked()
-                self._signal_locked(reason, message)
+            self._source_failed(reason, f"cannot watch {self.root}: {exc}", first=True)
             return False
         with self._lock:
             self._startup_seconds = self._clock() - started
@@ -327,12 +300,13 @@ class Watcher:
             except Exception:
                 logger.exception("sync: error while stopping watchdog's observer")
 
-    def _source_failed(self, reason: ReconcileReason, message: str) -> None:
-        logger.error("sync: %s", message)
+    def _source_failed(self, reason: ReconcileReason, message: str, first: bool = False) -> None:
+        """Not watching: periodic reconciliation, and restarts if enabled."""
+        logger.error("sync: %s; falling back to periodic reconciliation", message)
         self._retire_source()
         with self._lock:
             self._state = WatcherState.FAILED
-            if self._last_error is None or reason is ReconcileReason.ROOT_GONE:
+            if first or self._last_error is None or reason is ReconcileReason.ROOT_GONE:
                 self._last_error = message
             self._fallback_reason = reason
             self._schedule_restart_locked()
@@ -354,13 +328,13 @@ class Watcher:
         if not rel or not self.own_writes.renamed_in(rel, path, self._read_blob):
             return False
         with self._lock:
-            self._own_dropped += 1
+            self._count.own_writes_dropped += 1
         return True
 
     def _on_watch_failure(self, path: bytes, exc: OSError) -> None:
         shown = os.fsdecode(path)
         with self._lock:
-            self._watch_failures += 1
+            self._count.watch_failures += 1
             if exc.errno == errno.ENOSPC:
                 first = not self._watch_limit_hit
                 self._watch_limit_hit = True
@@ -392,13 +366,13 @@ class Watcher:
             return
         with self._lock:
             now = self._clock()
-            self._events_seen += found.internal + len(found.events)
-            self._events_ignored += found.internal
+            self._count.events_seen += found.internal + len(found.events)
+            self._count.events_ignored += found.internal
             for event in found.events:
                 if self._debouncer.add(event, now):
                     self._last_event_at = now
                 else:
-                    self._events_ignored += 1
+                    self._count.events_ignored += 1
 
     def _read_source(self) -> None:
         """Take in what the inotify reader has (a held move-out included, once due)."""
@@ -423,7 +397,7 @@ class Watcher:
             # started on this signal sees every edit, including those made while unwatched.
             logger.warning("sync: inotify queue overflowed under %s; reconciling", self.root)
             with self._lock:
-                self._overflows += overflows
+                self._count.overflows += overflows
                 self._signal_locked(ReconcileReason.QUEUE_OVERFLOW, "the kernel dropped events")
 
     # -- the watcher's thread ----------------------------------------------------
@@ -457,7 +431,7 @@ class Watcher:
             self._retire_source()
         elif restarts:
             with self._lock:
-                self._restarts += 1
+                self._count.restarts += 1
             self._retire_source()
             self._start_source()
             for done in restarts:
@@ -480,7 +454,8 @@ class Watcher:
         reader = self._reader
         with self._lock:
             busy = self._signals or self._flush_waiters or self._stopping or self._restart_waiters
-            deadline = self._debouncer.next_deadline()
+            # (while a batch is in flight, its end wakes the thread, not the debouncer)
+            deadline = self._debouncer.next_deadline() if self._in_flight is None else None
         now = self._clock()
         timeout = self._next_liveness - now
         held = reader.next_deadline() if reader is not None else None
@@ -494,6 +469,17 @@ class Watcher:
 
     def _deliver_due(self) -> None:
         with self._lock:
+            flushing = bool(self._flush_waiters or self._stopping)
+            signals = list(self._signals)
+            self._signals.clear()
+        for reason, detail in signals:
+            try:
+                self._sink.on_reconcile_needed(reason, detail)
+            except Exception:
+                logger.exception("sync: sink failed on reconcile signal %s", reason)
+        if not self._landed(wait=flushing):
+            return  # one batch at a time: the next waits in the debouncer
+        with self._lock:
             now = self._clock()
             waiters: list[threading.Event] = []
             if self._flush_waiters or self._stopping:
@@ -501,45 +487,66 @@ class Watcher:
                 waiters, self._flush_waiters = self._flush_waiters, []
             else:
                 batch = self._debouncer.due(now)
-            signals = list(self._signals)
-            self._signals.clear()
         try:
-            for reason, detail in signals:
-                self._deliver_signal(reason, detail)
             if batch is not None:
                 self._deliver(batch)
+                if waiters:
+                    self._landed(wait=True)
         finally:
             for waiter in waiters:
                 waiter.set()
 
     def _deliver(self, batch: SettledBatch) -> None:
+        """Hand ``batch`` to the sink. A sink that answers with a future applies it
+        elsewhere: the thread goes on reading events meanwhile (the kernel's queue would
+        fill while a big batch is committed) and delivers the next batch once it is done."""
         kept, dropped = self.own_writes.drop_from(batch, self._read_blob)
         if dropped:
             with self._lock:
-                self._own_dropped += dropped
+                self._count.own_writes_dropped += dropped
         if kept is None:
             return
         try:
-            self._sink.on_changes(kept)
+            applying = self._sink.on_changes(kept)
         except Exception as exc:
-            if isinstance(exc, MnoteError):  # a state the sink named (HEAD detached, a lock)
-                logger.warning("sync: a batch of %d paths waits: %s", len(kept.paths), exc.message)
-            else:
-                logger.exception("sync: sink failed on a batch of %d paths", len(kept.paths))
-            with self._lock:
-                self._last_error = f"sink failed: {exc!r}"
-                paths = ", ".join(kept.paths[:5])
-                self._signal_locked(ReconcileReason.SINK_FAILED, f"batch not applied: {paths}")
+            self._sink_failed(kept, exc)
             return
-        with self._lock:
-            self._batches += 1
-            self._changes += len(kept.paths)
+        if isinstance(applying, Future):
+            self._in_flight = (kept, applying)
+            applying.add_done_callback(lambda _: self._wake())
+        else:
+            self._applied(kept)
 
-    def _deliver_signal(self, reason: ReconcileReason, detail: str) -> None:
+    def _landed(self, *, wait: bool) -> bool:
+        """Whether no batch is in flight; a finished one is taken in (``wait``: waited for)."""
+        if self._in_flight is None:
+            return True
+        batch, applying = self._in_flight
+        if not (wait or applying.done()):
+            return False
+        self._in_flight = None
         try:
-            self._sink.on_reconcile_needed(reason, detail)
-        except Exception:
-            logger.exception("sync: sink failed on reconcile signal %s", reason)
+            applying.result(timeout=30)  # (a flush or stop waits for it, within reason)
+        except Exception as exc:
+            self._sink_failed(batch, exc)
+        else:
+            self._applied(batch)
+        return True
+
+    def _applied(self, batch: SettledBatch) -> None:
+        with self._lock:
+            self._count.batches_delivered += 1
+            self._count.changes_delivered += len(batch.paths)
+
+    def _sink_failed(self, batch: SettledBatch, exc: Exception) -> None:
+        if isinstance(exc, MnoteError):  # a state the sink named (HEAD detached, a lock)
+            logger.warning("sync: a batch of %d paths waits: %s", len(batch.paths), exc.message)
+        else:
+            logger.error("sync: sink failed on a batch of %d paths", len(batch.paths), exc_info=exc)
+        with self._lock:
+            self._last_error = f"sink failed: {exc!r}"
+            paths = ", ".join(batch.paths[:5])
+            self._signal_locked(ReconcileReason.SINK_FAILED, f"batch not applied: {paths}")
 
     def _signal_locked(self, reason: ReconcileReason, detail: str) -> None:
         self._needs_reconcile = True
@@ -587,5 +594,5 @@ class Watcher:
                 )
         if state is WatcherState.FAILED and restart_due and not self._stopping:
             with self._lock:
-                self._restarts += 1
+                self._count.restarts += 1
             self._start_source()

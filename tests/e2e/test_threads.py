@@ -20,11 +20,12 @@ from pathlib import Path
 from mnoted.store import Workspace
 from tests.e2e.conftest import DaemonProcess
 
-BUDGET = 5
-"""Threads per additional workspace today: the writer, the watcher's one, maintenance, the
-remote sync loop (started whether or not a remote is configured), and either the Git index
-refresh's executor worker (it stays once a refresh ran) or a second `asyncio` executor
-thread. Issue 42's target is 4."""
+BUDGET = 6
+"""Threads per additional workspace today: four always (the writer, the watcher's one,
+maintenance, the remote sync loop, started whether or not a remote is configured) and up
+to two started on demand (the Git index refresh's executor worker, which stays once a
+refresh ran; a second `asyncio` executor thread): 5 or 6 by the run. Issue 42's target
+is 4."""
 SHARED = ("mnoted-fsync",)
 """Name prefixes of the process-wide threads, left out of the counts."""
 

@@ -9,10 +9,12 @@ import os
 import shutil
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from conftest import RecordingSink
 
 from mnoted.sync import watcher as watcher_module
 from mnoted.sync.debounce import DebounceConfig, Debouncer, SettledBatch
@@ -20,7 +22,7 @@ from mnoted.sync.inotify import Inotify, InotifyReader
 from mnoted.sync.watcher import ReconcileReason, Watcher, WatcherConfig
 
 if TYPE_CHECKING:
-    from conftest import QuietFn, RecordingSink, WatcherFactory
+    from conftest import QuietFn, WatcherFactory
 
 
 def write(path: Path, data: bytes = b"x\n") -> None:
@@ -377,3 +379,52 @@ def test_folders_made_under_a_new_folder_are_watched_once_without_a_warning(
     quiet(watcher)
     assert delivered(sink) == sorted(f"p{i}/q/r/n.md" for i in range(300))
     assert [str(w.message) for w in recwarn if "already exists for watch" in str(w.message)] == []
+
+
+class FutureSink:
+    """A sink that applies batches elsewhere: it answers each with a future."""
+
+    def __init__(self, recording: RecordingSink) -> None:
+        self.recording = recording
+        self.futures: list[Future[None]] = []
+
+    def on_changes(self, batch: SettledBatch) -> Future[None]:
+        self.recording.on_changes(batch)
+        applying: Future[None] = Future()
+        self.futures.append(applying)
+        return applying
+
+    def on_reconcile_needed(self, reason: ReconcileReason, detail: str) -> None:
+        self.recording.on_reconcile_needed(reason, detail)
+
+
+def test_a_batch_in_flight_holds_the_next_while_events_are_read(
+    workspace: Path, sink: RecordingSink
+) -> None:
+    applied_elsewhere = FutureSink(sink)
+    quiet = 0.15
+    config = WatcherConfig(debounce=DebounceConfig(quiet, 2.0, 0.5))
+    watcher = Watcher(workspace, applied_elsewhere, config=config)
+    watcher.start()
+    try:
+        write(workspace / "a.md")
+        assert sink.wait(lambda s: len(s.batches) == 1)
+        write(workspace / "b.md")  # read while a.md's batch is applied elsewhere
+        deadline = time.monotonic() + 10
+        while not watcher.is_pending("b.md") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert watcher.is_pending("b.md")
+        time.sleep(3 * quiet)  # b.md is due by now, but waits for the batch in flight
+        assert len(sink.batches) == 1
+        applied_elsewhere.futures[0].set_exception(RuntimeError("refused"))
+        assert sink.wait(lambda s: ReconcileReason.SINK_FAILED in s.reasons())
+        assert sink.wait(lambda s: s.paths == ["a.md", "b.md"])
+        applied_elsewhere.futures[1].set_result(None)
+        assert watcher.flush()
+        health = watcher.health()
+        assert health.batches_delivered == 1 and health.changes_delivered == 1
+    finally:
+        for applying in applied_elsewhere.futures:
+            if not applying.done():
+                applying.set_result(None)
+        watcher.stop(flush=False)
