@@ -1126,24 +1126,27 @@ class Workspace:
                 out[path] = entry
         return out
 
-    def _index_landed(self, paths: Iterable[str]) -> None:
-        """Set the Git index entries of the paths a landing wrote to HEAD's, before it is
-        answered: a person's ``git status`` never shows a staged reversion of it, nor does
-        their ``git commit`` commit one (``store.indexfile``). Where that cannot be done now
+    def _prepare_index(self, commit: str, paths: Iterable[str]) -> _IndexWrite | None:
+        """Write the Git index with the entries of the paths a landing writes set to
+        ``commit``'s, into ``index.lock``, while the landing waits for the disk;
+        :meth:`_install_index` renames it into place once the branch has moved. A person's
+        ``git status`` then never shows a staged reversion of the landing, nor does their
+        ``git commit`` commit one (``store.indexfile``). Where that cannot be done now
         (someone's ``index.lock``, an index this patch does not handle) the paths stay
-        pending for the refresh in idle time."""
-        entries = gitindex.entries_at(self._head_tree(), dict.fromkeys(paths))
+        pending for the refresh in idle time: None."""
+        tree = self._repo[commit].peel(pygit2.Tree)
+        entries = gitindex.entries_at(tree, dict.fromkeys(paths))
         if not entries:
-            return
+            return None
         self._collect_index(block=False)
         if self._index_job is not None:  # (it holds index.lock; its paths are set after it)
-            return
+            return None
         index_path = self.gitdir / "index"
         try:
             held = gitlock.acquire(self.gitdir, index_path, wait=0.0, sync=False)
         except (LockBusy, StorageError, OSError) as exc:
             log.info("the Git index is refreshed later: %s", exc)
-            return
+            return None
         try:
             before = indexstat.stamp(index_path)
             kept = self._index_file
@@ -1160,15 +1163,34 @@ class Workspace:
                 index.write(fd)
             finally:
                 os.close(fd)
-            held.commit(sync=False)
         except (indexstat.Unsupported, OSError, ValueError, struct.error) as exc:
             held.release()
             log.info("the Git index is refreshed later: %s", exc)
+            return None
+        return _IndexWrite(held, before, index, entries)
+
+    def _install_index(self, prepared: _IndexWrite) -> None:
+        """Put a prepared index in place. The replaced file is closed on the fsync pool: its
+        last name gone, freeing its pages (about 5 ms for the 8.8 MB index of 100,000 files)
+        would otherwise be paid before the answer."""
+        index_path = self.gitdir / "index"
+        try:
+            replaced = os.open(index_path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            replaced = None
+        try:
+            prepared.held.commit(sync=False)
+        except OSError as exc:
+            prepared.held.release()
+            log.info("the Git index is refreshed later: %s", exc)
             return
+        finally:
+            if replaced is not None:
+                durable.close_later(replaced)
         after = indexstat.stamp(index_path)
-        self._index_file = (after, index)
-        self._synced.update(entries)
-        self._carry_index(before, after, entries)
+        self._index_file = (after, prepared.index)
+        self._synced.update(prepared.entries)
+        self._carry_index(prepared.before, after, prepared.entries)
 
     def _collect_index(self, *, block: bool) -> None:
         """Take in a background refresh that ended (or wait for it with ``block``)."""
@@ -1284,7 +1306,6 @@ class Workspace:
             self.refresh()
             return None
         self._finish(*landed, lambda: self._record(staged))
-        self._index_landed(staged.paths)
         return staged.result
 
     def _record(self, staged: _Staged) -> None:
@@ -1380,7 +1401,8 @@ class Workspace:
         in place); then the branch's folder. The journal may become durable before the pack's
         names do: recovery drops a journaled commit whose objects are missing, and the
         branch moves only after all of them. ``meanwhile`` runs during the second wait (see
-        :meth:`_sync_landing`).
+        :meth:`_sync_landing`), after the Git index is written beside its lock
+        (:meth:`_prepare_index`); the index is put in place once the branch has moved.
         """
         self._settle()  # (the one journal is the last landing's until its folders are synced)
         wrote_pack = len(self._staging) > 0
@@ -1410,6 +1432,14 @@ class Workspace:
                 return None
             raise
         writes: FileWrites | None = None
+        prepared: _IndexWrite | None = None
+
+        def during() -> None:
+            nonlocal prepared
+            prepared = self._prepare_index(last.result.commit, [p for s in staged for p in s.paths])
+            if meanwhile is not None:
+                meanwhile()
+
         try:
             try:
                 self._journal.write(entry, sync=False)
@@ -1429,9 +1459,7 @@ class Workspace:
                         raise _Unsettled
                 ready, pack = pack, None  # once tried, never tried again below
                 self._put_pack(ready)
-                self._sync_landing(
-                    held.token, wrote_pack, writes.fds() if writes else [], meanwhile
-                )
+                self._sync_landing(held.token, wrote_pack, writes.fds() if writes else [], during)
                 faults.point("objects-written")
             except BaseException:
                 self._put_pack(pack, quietly=True)
@@ -1461,8 +1489,13 @@ class Workspace:
                 raise
             if writes is not None:
                 writes.sync_folder_with(os.path.dirname(held.target))
+            if prepared is not None:
+                installing, prepared = prepared, None
+                self._install_index(installing)
             faults.point("ref-updated")
         except BaseException as exc:
+            if prepared is not None:  # (the branch did not move: the index stays as it was)
+                prepared.held.release()
             if writes is not None:  # the temporary files go; recovery writes the files
                 writes.close()
             if isinstance(exc, _Unsettled):
@@ -1716,7 +1749,6 @@ class Workspace:
         except BaseException:
             self._side.rollback()
             raise
-        self._index_landed(path for staged in group.staged for path in staged.paths)
         _run_all(group.callbacks)
 
     def _while_landing(self, group: _Group) -> None:
@@ -1904,6 +1936,16 @@ class Workspace:
         # a Git config, a grant's)
         name = message.signature_name(ident.name) or ident.email.partition("@")[0] or "mnoted"
         return pygit2.Signature(name, ident.email)
+
+
+@dataclass(slots=True)
+class _IndexWrite:
+    """A Git index written into its lock file during a landing, to be put in place."""
+
+    held: gitlock.HeldLock
+    before: object  # the stamp of the index it was patched from
+    index: indexfile.IndexFile
+    entries: dict[str, gitindex.Entry]
 
 
 class _Unsettled(Exception):

@@ -437,7 +437,7 @@ def test_the_runner_outlives_a_failing_index_refresh(
     keeps serving, and the index is brought in step once the disk has room again. (The
     landing's own index update is switched off: its paths are left to the idle refresh, as
     when someone else holds ``index.lock`` at the landing.)"""
-    monkeypatch.setattr(Workspace, "_index_landed", lambda self, paths: None)
+    monkeypatch.setattr(Workspace, "_prepare_index", lambda self, commit, paths: None)
     root = runner.root
     faults.arm_error("index-written", errno.ENOSPC, times=3)
 

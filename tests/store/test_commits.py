@@ -435,7 +435,7 @@ def test_the_index_refreshed_in_the_background_follows_head(
     files that a write no longer waits for). A write landing meanwhile is not held up, and
     its path, set to the older blob by that refresh, stays pending and is set next time.
     (Landings whose entries are not set at once: an index the store does not patch.)"""
-    monkeypatch.setattr(Workspace, "_index_landed", lambda self, paths: None)
+    monkeypatch.setattr(Workspace, "_prepare_index", lambda self, commit, paths: None)
     ws.apply(CommandMeta("page.create", actor="hermes"), [Write("p.md", b"v1\n")])
     ws.idle()
     ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("p.md", b"v2\n")])
@@ -482,7 +482,7 @@ def test_background_refreshes_take_a_bounded_share_of_the_time(
         done.set()
 
     monkeypatch.setattr(gitindex.GitIndex, "refresh", slow_refresh)
-    monkeypatch.setattr(Workspace, "_index_landed", lambda self, paths: None)
+    monkeypatch.setattr(Workspace, "_prepare_index", lambda self, commit, paths: None)
     monkeypatch.setattr(workspace_module, "INDEX_SHARE", 0.1)  # the next >= 2 s after the first
     ws.apply(CommandMeta("page.create", actor="hermes"), [Write("p.md", b"v1\n")])
     ws.refresh_index_soon()
