@@ -1171,8 +1171,8 @@ class Workspace:
 
     def _install_index(self, prepared: _IndexWrite) -> None:
         """Put a prepared index in place. The replaced file is closed on the fsync pool: its
-        last name gone, freeing its pages (about 5 ms for the 8.8 MB index of 100,000 files)
-        would otherwise be paid before the answer."""
+        last name gone, freeing its pages (megabytes at 100,000 files) would otherwise be paid
+        before the answer."""
         index_path = self.gitdir / "index"
         try:
             replaced = os.open(index_path, os.O_RDONLY | os.O_CLOEXEC)
