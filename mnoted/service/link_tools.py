@@ -17,7 +17,7 @@ from mnoted.errors import MnoteError
 from mnoted.service.executor import Call, handles
 from mnoted.service.pages import LoadedPage
 from mnoted.service.search_tools import block_at
-from mnoted.store import Write, search_index
+from mnoted.store import Write, search_index, search_queries
 from mnoted.store.treediff import RENAME_THRESHOLD, similarity
 
 
@@ -36,7 +36,7 @@ def linking_candidates(call: Call, path: str) -> tuple[list[str], bool]:
     if conn is None or not complete:
         return _all_paths(call), False
     keys = {name_key(path)}
-    return search_index.linking_pages(conn, sorted(keys)), True
+    return search_queries.linking_pages(conn, sorted(keys)), True
 
 
 def _block_id(call: Call, path: str, line: int) -> str | None:
