@@ -218,7 +218,7 @@ def _install_service(args: argparse.Namespace) -> int:
 def _workspace_here(client: Client) -> str | None:
     """The workspace the current folder is in, where the daemon serves several (one: it is
     the one called anyway), as `git` finds its repository; the innermost of nested ones."""
-    status, body = client.request("GET", "/v1/workspaces")
+    status, body = client.request("GET", "/v1/workspaces?brief=true")
     served = body.get("workspaces", []) if status == 200 else []
     if len(served) < 2:
         return None
@@ -262,7 +262,7 @@ def _page_list(
 
 
 def _workspace_log(client: Client, args: argparse.Namespace) -> int:
-    status, body = client.request("GET", "/v1/workspaces")
+    status, body = client.request("GET", "/v1/workspaces?brief=true")
     if status != 200:
         print_json(body)
         return EXIT_TOOL
