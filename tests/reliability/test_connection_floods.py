@@ -10,14 +10,11 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
-from mnoted.store import Workspace
-from tests.e2e.conftest import DaemonProcess
+from tests.e2e.conftest import DaemonProcess, running_daemon
 
 IDLE = 1_100
 BURST = 400
@@ -105,21 +102,13 @@ print(f"answered {codes.count(0)} of {len(codes)}: {sorted(set(codes))}", flush=
 def desktop_daemon() -> Iterator[DaemonProcess]:
     """A daemon started at a desktop session's open-file limits, with a short first-request
     time so the test waits little for the idle connections to go."""
-    with tempfile.TemporaryDirectory(prefix="mn") as tmp:
-        base = Path(tmp)
-        workspace = base / "notes"
-        Workspace.init(workspace).close()
-        (workspace / "plan.md").write_text("# Plan\n\nShip on Monday.\n")
-        (base / "config.toml").write_text(
-            f"[limits]\nfirstRequestSeconds = {FIRST_REQUEST_SECONDS}\n"
-        )
-        d = DaemonProcess(base, workspace)
+
+    def limited(d: DaemonProcess) -> None:
         d.prefix = ["prlimit", "--nofile=1024:4096", "--"]
-        d.start("--config", str(base / "config.toml"))
-        try:
-            yield d
-        finally:
-            d.stop()
+
+    config = f"[limits]\nfirstRequestSeconds = {FIRST_REQUEST_SECONDS}\n"
+    with running_daemon(config=config, setup=limited) as d:
+        yield d
 
 
 def helper(script: str, *args: str) -> subprocess.Popen[str]:
