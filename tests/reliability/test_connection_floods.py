@@ -18,7 +18,7 @@ from tests.e2e.conftest import DaemonProcess, running_daemon
 
 IDLE = 1_100
 BURST = 400
-FIRST_REQUEST_SECONDS = 4.0
+FIRST_REQUEST_SECONDS = 6.0  # (how long the idle flood holds: the calls are made in it)
 
 HOLDER = r"""
 import socket, sys, time
@@ -138,14 +138,15 @@ def test_real_calls_are_answered_while_idle_connections_are_held() -> None:
             assert held["open"] >= IDLE, held  # (all held: the daemon's limit was raised)
             assert held["refused"] >= IDLE - held["perCaller"], held
             for i in range(5):
-                started = time.monotonic()
                 saved = client.call(
                     "mnote.page.save", "plan.md", {"mode": "append", "content": [f"line {i}"]}
                 )
                 got = client.call("mnote.page.get", "plan.md")
-                took = time.monotonic() - started
                 assert saved["ok"] and got["ok"], (saved, got)
-                assert took < 2.0, f"a save and a get took {took:.2f}s beside {IDLE} idle"
+                if i == 0:  # answered while the flood held: none of the idle ones let go yet
+                    _, health = d.client().request("GET", "/v1/health")
+                    held = health["connections"]
+                    assert held["closedIdle"] == 0 and held["open"] >= IDLE, held
             holder.stdin.write("go\n")
             holder.stdin.flush()
             over = holder.stdout.readline().strip()

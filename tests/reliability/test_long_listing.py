@@ -47,7 +47,7 @@ def test_a_long_listing_beside_reads_and_writes() -> None:
         try:
             lister = d.client(d.owner_token())
             writer = d.client(d.owner_token())
-            calls: list[float] = []
+            answers: list[bool] = []  # each listing answer: whether a pass goes on after it
             passes = [0]
             stop = threading.Event()
             failed: list[object] = []
@@ -58,39 +58,41 @@ def test_a_long_listing_beside_reads_and_writes() -> None:
                     args = {"query": "no page has this", "limit": 10_000}
                     if cursor:
                         args["cursor"] = cursor
-                    started = time.monotonic()
                     answer = lister.call("mnote.workspace.list", None, args)
-                    calls.append(time.monotonic() - started)
                     if not answer["ok"]:
                         failed.append(answer)
                         return
                     cursor = answer["result"].get("nextCursor")
+                    answers.append(cursor is not None)
                     if cursor is None:
                         passes[0] += 1
 
             thread = threading.Thread(target=list_forever)
             thread.start()
             try:
-                while not calls:  # (the listing has begun)
+                while not answers and not failed:  # (the listing has begun)
                     time.sleep(0.01)
-                waits = []
+                first_pair_in_first_pass = None
                 for i in range(10):
-                    started = time.monotonic()
                     got = writer.call("mnote.page.get", "plan.md")
                     saved = writer.call(
                         "mnote.page.save", "plan.md", {"content": [f"Ship, take {i}."]}
                     )
-                    waits.append(time.monotonic() - started)
                     assert got["ok"] and saved["ok"], (got, saved)
-                deadline = time.monotonic() + 120
+                    if first_pair_in_first_pass is None:
+                        first_pair_in_first_pass = passes[0] == 0
+                deadline = time.monotonic() + 120  # (a hang guard, not a budget)
                 while passes[0] < 1 and not failed and time.monotonic() < deadline:
                     time.sleep(0.1)
             finally:
                 stop.set()
                 thread.join()
             assert not failed, failed
-            assert passes[0] >= 1, f"no whole pass in {len(calls)} calls"
-            assert max(waits) < 2.0, f"a get and a save beside the listing took {max(waits):.2f}s"
-            assert max(calls) < 5.0, f"one listing answer took {max(calls):.2f}s"
+            assert passes[0] >= 1, f"no whole pass in {len(answers)} answers"
+            first_pass = answers.index(False) + 1
+            # each answer is a bounded slice: the first pass (nothing cached) took several
+            assert first_pass >= 3, f"the first pass was {first_pass} answer(s)"
+            # the other caller was answered between slices, not after the whole pass
+            assert first_pair_in_first_pass, "the first get and save waited for a whole pass"
         finally:
             d.stop()
