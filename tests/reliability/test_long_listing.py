@@ -28,15 +28,8 @@ def _committed_pages(root: Path) -> None:
         folder.mkdir(exist_ok=True)
         (folder / f"p{i:05d}.md").write_text(page(i))
     (root / "plan.md").write_text("# Plan\n\nShip.\n")
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
-        "GIT_AUTHOR_NAME": "T",
-        "GIT_AUTHOR_EMAIL": "t@example.org",
-        "GIT_COMMITTER_NAME": "T",
-        "GIT_COMMITTER_EMAIL": "t@example.org",
-    }
-    for args in (["add", "-A"], ["commit", "-qm", "pages"]):
-        subprocess.run(["git", *args], cwd=root, env=env, check=True)
+    for args in (["add", "-A"], ["commit", "-qm", "pages"]):  # (as the test's environment is)
+        subprocess.run(["git", *args], cwd=root, check=True)
 
 
 def test_a_long_listing_beside_reads_and_writes() -> None:
