@@ -21,22 +21,22 @@ from mnoted.core.page import COLLAPSED_KEY, Page
 from mnoted.core.parse import strip_prefix
 from mnoted.core.render import render, spec_type
 from mnoted.core.splicing import (
-    _BULLETS,
-    _blank,
-    _block_at,
-    _free_bullet,
-    _frontmatter_edit,
-    _insert,
-    _neighbour_bullets,
-    _others_unchanged,
-    _page_start,
-    _place,
-    _reparse,
-    _require,
-    _splice,
-    _splice_block,
-    _subtree_forced,
-    _unmerged_list,
+    BULLETS,
+    blank_at,
+    block_at,
+    free_bullet,
+    frontmatter_edit,
+    insert_spec,
+    neighbour_bullets,
+    others_unchanged,
+    page_start,
+    place,
+    reparse,
+    require_block,
+    splice,
+    splice_block,
+    subtree_forced,
+    unmerged_list,
 )
 from mnoted.errors import InvalidArguments, InvalidTreeOperation
 
@@ -48,11 +48,11 @@ def insert_block_after(
     if after_block_id is None:
         parent, index = None, 0
     else:
-        _require(page, after_block_id)
+        require_block(page, after_block_id)
         parent, i = page.parent(after_block_id)
         index = i + 1
-    new_page, first, new_type = _insert(page, parent, index, block)
-    inserted = _block_at(
+    new_page, first, new_type = insert_spec(page, parent, index, block)
+    inserted = block_at(
         new_page, first, [new_type] if new_type else [b.type for b in new_page.walk()]
     )
     details: dict[str, Any] = {"insertedBlockId": inserted.id if inserted else None}
@@ -77,7 +77,7 @@ def replace_block(page: Page, block_id: str, block: Mapping[str, Any]) -> EditRe
 
     An item's or callout's children are kept unless ``block`` names ``children``.
     """
-    old = _require(page, block_id)
+    old = require_block(page, block_id)
     parent, index = page.parent(block_id)
     spec = _keep_anchor(old, block)
     kind = spec_type(spec)
@@ -115,15 +115,15 @@ def replace_block(page: Page, block_id: str, block: Mapping[str, Any]) -> EditRe
                 hint="Use type list with children, or set_block_type.",
             )
         if kind == "list":
-            near = _neighbour_bullets(page.siblings(parent), index - 1, index + 1)
-            spec = _unmerged_list(spec, near)
+            near = neighbour_bullets(page.siblings(parent), index - 1, index + 1)
+            spec = unmerged_list(spec, near)
         lines = render(spec)
         new_type = kind if kind != "markdown" else old.type
     end = old.head_end if keep_children else old.end
     replaced = (
         [old] if not keep_children else [Block(old.type, old.text, old.start, end, id=old.id)]
     )
-    new_page, _ = _splice_block(
+    new_page, _ = splice_block(
         page, old.start, end, lines, old.outer_prefix, new_type, old.id, replaced
     )
     return EditResult("replace_block", new_page, page, changed_ids(page, new_page, [old.id]))
@@ -136,18 +136,18 @@ def _removal_span(page: Page, block: Block) -> tuple[int, int]:
     lines = page.source.lines
     if (
         end < len(lines)
-        and _blank(page, end, prefix)
-        and (start == page.body_start or _blank(page, start - 1, prefix))
+        and blank_at(page, end, prefix)
+        and (start == page.body_start or blank_at(page, start - 1, prefix))
     ):
         end += 1
-    elif end >= len(lines) and start > page.body_start and _blank(page, start - 1, prefix):
+    elif end >= len(lines) and start > page.body_start and blank_at(page, start - 1, prefix):
         start -= 1
     return start, end
 
 
 def delete_block(page: Page, block_id: str) -> EditResult:
     """Delete a block with its children."""
-    old = _require(page, block_id)
+    old = require_block(page, block_id)
     parent, _ = page.parent(block_id)
     if parent is not None and parent.type in ITEM_TYPES and old.start == parent.start:
         raise InvalidTreeOperation(
@@ -157,11 +157,11 @@ def delete_block(page: Page, block_id: str) -> EditResult:
     emptied = _emptied(page, old)
     target = emptied[-1] if emptied else old  # a container left empty goes with its last child
     start, end = _removal_span(page, target)
-    new_page = _splice(page, start, end, [])
-    if not _others_unchanged(page, new_page, [target]):
+    new_page = splice(page, start, end, [])
+    if not others_unchanged(page, new_page, [target]):
         # The blocks around it would merge: leave a blank line in its place.
-        new_page = _splice(page, target.start, target.end, [target.outer_prefix.rstrip(" ")])
-        if not _others_unchanged(page, new_page, [target]):
+        new_page = splice(page, target.start, target.end, [target.outer_prefix.rstrip(" ")])
+        if not others_unchanged(page, new_page, [target]):
             raise InvalidTreeOperation("deleting this block would merge the blocks around it")
     details = {"deletedBlockId": old.id}
     return EditResult(
@@ -215,12 +215,12 @@ def _target_marker(
             )
             return f"{number}{parent.props.get('marker', '.')}"
         return str(parent.props.get("marker", "-"))
-    taken = _neighbour_bullets(siblings, index - 1, index)
+    taken = neighbour_bullets(siblings, index - 1, index)
     old = str(block.props.get("marker", "-"))
     ordered = old[-1:] in ".)"
     if old not in taken and (not ordered or old[-1:] not in taken):
         return None
-    return _free_bullet(taken, ordered)
+    return free_bullet(taken, ordered)
 
 
 def _resolve_target(
@@ -228,7 +228,7 @@ def _resolve_target(
 ) -> tuple[Block | None, int]:
     """Where a moved block goes: its new parent and its index among the parent's children."""
     if target_parent_id is not None:
-        parent: Block | None = _require(page, target_parent_id)
+        parent: Block | None = require_block(page, target_parent_id)
     elif after_block_id is not None:
         parent, _ = page.parent(after_block_id)
     else:
@@ -289,7 +289,7 @@ def _move(page: Page, block: Block, parent: Block | None, index: int, command: s
     prefix = ""
     in_list = False
     if parent is None:
-        at = siblings[index - 1].end if index > 0 else _page_start(page, siblings)
+        at = siblings[index - 1].end if index > 0 else page_start(page, siblings)
     else:
         in_list = parent.type == "list"
         prefix = parent.outer_prefix if in_list else parent.prefix
@@ -313,7 +313,7 @@ def _move(page: Page, block: Block, parent: Block | None, index: int, command: s
             before = [""]
         if at < len(removed) and not blank(at):
             after = [""]
-    placed = _place([*before, *bare, *after], prefix)
+    placed = place([*before, *bare, *after], prefix)
     source = removed.replace_lines(at, at, placed)
     first = at + len(before)
     # Line map: composition of the removal and the insertion.
@@ -324,13 +324,13 @@ def _move(page: Page, block: Block, parent: Block | None, index: int, command: s
             continue
         j = moved_line(i)
         line_map[i] = j if j < at else j + len(placed)
-    forced = _subtree_forced(block, first)
-    new_page = _reparse(page, source, line_map, forced)
-    moved = _block_at(new_page, first, [block.type])
+    forced = subtree_forced(block, first)
+    new_page = reparse(page, source, line_map, forced)
+    moved = block_at(new_page, first, [block.type])
     if (
         moved is None
         or moved.id != block.id
-        or not _others_unchanged(page, new_page, [block, *_emptied(page, block)])
+        or not others_unchanged(page, new_page, [block, *_emptied(page, block)])
     ):
         raise InvalidTreeOperation(
             f"moving this {block.type} there would change how the page parses",
@@ -356,9 +356,9 @@ def move_block(
     after_block_id: str | None = None,
 ) -> EditResult:
     """Move a block and its children under ``target_parent_id``, after ``after_block_id``."""
-    block = _require(page, block_id)
+    block = require_block(page, block_id)
     if after_block_id is not None:
-        _require(page, after_block_id)
+        require_block(page, after_block_id)
         if _is_inside(page, after_block_id, block_id):
             raise InvalidTreeOperation("a block cannot move after one of its own descendants")
     parent, index = _resolve_target(page, block, target_parent_id, after_block_id)
@@ -367,7 +367,7 @@ def move_block(
 
 def indent_block(page: Page, block_id: str) -> EditResult:
     """Make a block the last child of its previous sibling (a list item)."""
-    block = _require(page, block_id)
+    block = require_block(page, block_id)
     parent, index = page.parent(block_id)
     siblings = page.siblings(parent)
     if index == 0:
@@ -399,7 +399,7 @@ def _move_into_new_list(page: Page, block: Block, item: Block) -> EditResult:
     bare = [strip_prefix(ln, block.outer_prefix) for ln in lines]
     r_start, r_end = _removal_span(page, block)
     at = item.end
-    placed = _place(bare, item.prefix)
+    placed = place(bare, item.prefix)
     # The block directly follows its previous sibling, so removal and insertion meet.
     if r_start != at:
         new_source = page.source.replace_lines(r_start, r_end, [])
@@ -412,8 +412,8 @@ def _move_into_new_list(page: Page, block: Block, item: Block) -> EditResult:
     line_map = {i: i for i in range(r_start)}
     delta = len(new_source) - len(page.source)
     line_map.update({i: i + delta for i in range(r_end, len(page.source))})
-    new_page = _reparse(page, new_source, line_map, _subtree_forced(block, at_new))
-    moved = _block_at(new_page, at_new, [block.type])
+    new_page = reparse(page, new_source, line_map, subtree_forced(block, at_new))
+    moved = block_at(new_page, at_new, [block.type])
     if moved is None or moved.id != block.id:
         raise InvalidTreeOperation("indenting this item would change how the page parses")
     return EditResult("indent_block", new_page, page, changed_ids(page, new_page, [block.id]))
@@ -421,7 +421,7 @@ def _move_into_new_list(page: Page, block: Block, item: Block) -> EditResult:
 
 def outdent_block(page: Page, block_id: str) -> EditResult:
     """Move a block out of its container, to just after it."""
-    block = _require(page, block_id)
+    block = require_block(page, block_id)
     parent, _ = page.parent(block_id)
     if parent is None:
         raise InvalidTreeOperation("the block is already at the top level")
@@ -444,7 +444,7 @@ def set_block_type(
     page: Page, block_id: str, block_type: str, props: Mapping[str, Any] | None = None
 ) -> EditResult:
     """Change a block's type (and props) keeping its text and id."""
-    block = _require(page, block_id)
+    block = require_block(page, block_id)
     props = dict(props or {})
     if block.type == "list" and block_type == "list":
         return _relist(page, block, props)
@@ -481,28 +481,28 @@ def _relist(page: Page, block: Block, props: Mapping[str, Any]) -> EditResult:
     """Switch a list between bullet and ordered by rewriting its items' markers."""
     ordered = bool(props.get("ordered", block.props.get("ordered")))
     start = int(props.get("start", block.props.get("start", 1)) or 1)
-    bullet = props.get("marker") if props.get("marker") in _BULLETS else "-"
+    bullet = props.get("marker") if props.get("marker") in BULLETS else "-"
     lines = list(page.source.lines)
     new_lines: list[str] = []
     for n, item in enumerate(block.children):
         marker = f"{start + n}." if ordered else str(bullet)
         reshaped = _reshape(item, lines[item.start : item.end], None, marker)
-        new_lines += _place(reshaped, item.outer_prefix)
+        new_lines += place(reshaped, item.outer_prefix)
     forced = {(b.start, b.type): b.id for b in block.walk()}
-    new_page = _splice(page, block.start, block.end, new_lines, forced)
+    new_page = splice(page, block.start, block.end, new_lines, forced)
     result = EditResult("set_block_type", new_page, page, changed_ids(page, new_page, [block.id]))
     return result
 
 
 def toggle_heading_collapse(page: Page, block_id: str) -> EditResult:
     """Collapse or expand a heading; the state lives in frontmatter, so it is versioned."""
-    block = _require(page, block_id)
+    block = require_block(page, block_id)
     if block.type != "heading":
         raise InvalidTreeOperation(f"only headings collapse, not a {block.type}")
     collapsed = page.collapsed
     now = block.id not in collapsed
     new_list = [*collapsed, block.id] if now else [c for c in collapsed if c != block.id]
-    new_page = _frontmatter_edit(page, {COLLAPSED_KEY: new_list if new_list else fm.DELETE})
+    new_page = frontmatter_edit(page, {COLLAPSED_KEY: new_list if new_list else fm.DELETE})
     return EditResult("toggle_heading_collapse", new_page, page, [block.id], {"collapsed": now})
 
 

@@ -14,7 +14,7 @@ from mnoted.core.commands import replace_block
 from mnoted.core.diffs import EditResult, changed_ids
 from mnoted.core.page import PAGE_OPTIONS, Page
 from mnoted.core.render import render, spec_type
-from mnoted.core.splicing import _frontmatter_edit, _place, _reparse, _splice
+from mnoted.core.splicing import frontmatter_edit, place, reparse, splice
 from mnoted.errors import (
     InvalidArguments,
     InvalidFrontmatter,
@@ -31,11 +31,11 @@ def update_title(page: Page, title: str) -> EditResult:
     if source == "heading":
         heading = next(b for b in page.walk() if b.type == "heading" and b.props.get("level") == 1)
         if heading.props.get("setext"):
-            new_page = _splice(
+            new_page = splice(
                 page,
                 heading.start,
                 heading.start + 1,
-                _place([title], heading.outer_prefix),
+                place([title], heading.outer_prefix),
                 {(heading.start, "heading"): heading.id},
             )
         else:
@@ -45,7 +45,7 @@ def update_title(page: Page, title: str) -> EditResult:
             result.command = "page.head.updateTitle"
             return result
     else:
-        new_page = _frontmatter_edit(page, {"title": title})
+        new_page = frontmatter_edit(page, {"title": title})
     return EditResult("page.head.updateTitle", new_page, page, changed_ids(page, new_page))
 
 
@@ -76,7 +76,7 @@ def update_options(page: Page, options: Mapping[str, Any]) -> EditResult:
         k: v for k, v in options.items() if current[k] != v or (k in meta and meta[k] is not v)
     }
     updates = {k: v for k, v in updates.items() if v or k in meta}
-    new_page = _frontmatter_edit(page, updates) if updates else page
+    new_page = frontmatter_edit(page, updates) if updates else page
     details = {"pageOptions": new_page.options, "changedOptions": sorted(updates)}
     return EditResult("page.layout.updateOptions", new_page, page, [], details)
 
@@ -134,6 +134,6 @@ def save(
         first = last + len(sep)
         line_map = {i: i for i in range(last)}
     forced = {(first + offset, kind): ident for offset, kind, ident in keep}
-    new_page = _reparse(page, new_source, line_map, forced or None)
+    new_page = reparse(page, new_source, line_map, forced or None)
     details = {"mode": mode, "appendedBlocks": len(content) if mode == "append" else 0}
     return EditResult("page.body.save", new_page, page, changed_ids(page, new_page), details)

@@ -20,13 +20,13 @@ from mnoted.errors import (
     InvalidTreeOperation,
 )
 
-_BULLETS = ("-", "*", "+")
+BULLETS = ("-", "*", "+")
 
 
 # -- splicing helpers ----------------------------------------------------------
 
 
-def _splice(
+def splice(
     page: Page,
     start: int,
     end: int,
@@ -37,7 +37,7 @@ def _splice(
     return reparse_splice(page, source, start, end, len(new_lines), forced)
 
 
-def _reparse(
+def reparse(
     page: Page,
     source: Source,
     line_map: Mapping[int, int] | None,
@@ -46,7 +46,7 @@ def _reparse(
     return parse_page(source, page.name, previous=page, line_map=line_map, forced=forced)
 
 
-def _splice_block(
+def splice_block(
     page: Page,
     start: int,
     end: int,
@@ -65,19 +65,19 @@ def _splice_block(
     """
     tried = set()
     for before, after in pads:
-        before = before if not _blank(page, start - 1, prefix) and start > page.body_start else 0
-        after = after if not _blank(page, end, prefix) else 0
+        before = before if not blank_at(page, start - 1, prefix) and start > page.body_start else 0
+        after = after if not blank_at(page, end, prefix) else 0
         if (before, after) in tried:
             continue
         tried.add((before, after))
-        placed = _place([*[""] * before, *lines, *[""] * after], prefix)
+        placed = place([*[""] * before, *lines, *[""] * after], prefix)
         first = start + before
         forced = {(first, new_type): ident} if ident and new_type else None
-        new_page = _splice(page, start, end, placed, forced)
-        block = _block_at(new_page, first, [new_type] if new_type else BLOCK_TYPES)
+        new_page = splice(page, start, end, placed, forced)
+        block = block_at(new_page, first, [new_type] if new_type else BLOCK_TYPES)
         if block is None or (ident and block.id != ident):
             continue
-        if _others_unchanged(page, new_page, replaced):
+        if others_unchanged(page, new_page, replaced):
             return new_page, first
     raise InvalidTreeOperation(
         "the new text would merge with the blocks around it",
@@ -85,7 +85,7 @@ def _splice_block(
     )
 
 
-def _others_unchanged(page: Page, new_page: Page, replaced: Sequence[Block]) -> bool:
+def others_unchanged(page: Page, new_page: Page, replaced: Sequence[Block]) -> bool:
     """Whether every block outside ``replaced`` is still there, itself unchanged."""
     gone = {b.id for r in replaced for b in r.walk()}
     index = new_page.index
@@ -125,35 +125,35 @@ def _parents(tops: Sequence[Block]) -> dict[str, str | None]:
     return out
 
 
-def _blank(page: Page, line: int, prefix: str) -> bool:
+def blank_at(page: Page, line: int, prefix: str) -> bool:
     lines = page.source.lines
     return line < 0 or line >= len(lines) or not strip_prefix(lines[line], prefix).strip()
 
 
-def _place(lines: Sequence[str], prefix: str) -> list[str]:
+def place(lines: Sequence[str], prefix: str) -> list[str]:
     return [add_prefix(ln, prefix) for ln in lines]
 
 
-def _block_at(page: Page, line: int, types: Sequence[str]) -> Block | None:
+def block_at(page: Page, line: int, types: Sequence[str]) -> Block | None:
     for b in page.walk():
         if b.start == line and b.type in types:
             return b
     return None
 
 
-def _subtree_forced(old: Block, new_start: int) -> dict[tuple[int, str], str]:
+def subtree_forced(old: Block, new_start: int) -> dict[tuple[int, str], str]:
     """Pin a moved subtree's ids at its new place (line offsets are kept by a move)."""
     delta = new_start - old.start
     return {(b.start + delta, b.type): b.id for b in old.walk()}
 
 
-def _require(page: Page, block_id: str) -> Block:
+def require_block(page: Page, block_id: str) -> Block:
     if not isinstance(block_id, str) or not block_id:
         raise InvalidArguments("block_id must be a non-empty string")
     return page.block(block_id)
 
 
-def _neighbour_bullets(siblings: Sequence[Block], before: int, after: int) -> set[str]:
+def neighbour_bullets(siblings: Sequence[Block], before: int, after: int) -> set[str]:
     """Markers of the lists at ``siblings[before]`` and ``siblings[after]`` (a new list
     between them must use another one, or Markdown merges it into theirs)."""
     return {
@@ -163,22 +163,22 @@ def _neighbour_bullets(siblings: Sequence[Block], before: int, after: int) -> se
     }
 
 
-def _unmerged_list(spec: Mapping[str, Any], near: set[str]) -> Mapping[str, Any]:
+def unmerged_list(spec: Mapping[str, Any], near: set[str]) -> Mapping[str, Any]:
     """A list spec whose marker keeps it apart from the neighbouring lists' ``near``."""
     props = dict(spec.get("props") or {})
     if props.get("ordered"):
         if "." in near:
             props["marker"] = ")"
-    elif props.get("marker") not in _BULLETS or props.get("marker") in near:
-        props["marker"] = _free_bullet(near, ordered=False)
+    elif props.get("marker") not in BULLETS or props.get("marker") in near:
+        props["marker"] = free_bullet(near, ordered=False)
     return {**spec, "props": props}
 
 
-def _free_bullet(taken: set[str], ordered: bool) -> str:
+def free_bullet(taken: set[str], ordered: bool) -> str:
     """A list marker that will not merge the new list into a neighbouring one."""
     if ordered:
         return "1." if "." not in taken else "1)"
-    for b in _BULLETS:
+    for b in BULLETS:
         if b not in taken:
             return b
     return "-"
@@ -216,15 +216,15 @@ def _lines_for(
         return render(item_spec, marker_hint=marker), parent.outer_prefix, True
     prefix = "" if parent is None else parent.prefix
     if kind in ("list_item", "task_item"):
-        taken = _neighbour_bullets(siblings, index - 1, index)
-        marker = _free_bullet(taken, ordered=False)
+        taken = neighbour_bullets(siblings, index - 1, index)
+        marker = free_bullet(taken, ordered=False)
         return render(spec, marker_hint=marker), prefix, False
     if kind == "list":
-        spec = _unmerged_list(spec, _neighbour_bullets(siblings, index - 1, index))
+        spec = unmerged_list(spec, neighbour_bullets(siblings, index - 1, index))
     return render(spec), prefix, False
 
 
-def _insert(
+def insert_spec(
     page: Page,
     parent: Block | None,
     index: int,
@@ -237,7 +237,7 @@ def _insert(
     if index > 0:
         at = siblings[index - 1].end
     elif parent is None:
-        at = _page_start(page, siblings)
+        at = page_start(page, siblings)
     else:
         at = parent.head_end
     tight = in_list and parent is not None and parent.props.get("tight", True)
@@ -248,18 +248,18 @@ def _insert(
     elif kind == "markdown":
         new_type = ""
     pads = ((0, 0), (1, 0), (0, 1), (1, 1)) if tight else ((1, 1), (1, 0), (0, 1), (0, 0))
-    new_page, first = _splice_block(page, at, at, lines, prefix, new_type, forced_id, (), pads)
+    new_page, first = splice_block(page, at, at, lines, prefix, new_type, forced_id, (), pads)
     return new_page, first, new_type
 
 
-def _page_start(page: Page, tops: Sequence[Block]) -> int:
+def page_start(page: Page, tops: Sequence[Block]) -> int:
     """Where a block put first on the page goes: before the first block, past the blank
     lines that part it from the frontmatter (they stay there)."""
     return tops[0].start if tops else page.body_start
 
 
-def _frontmatter_edit(page: Page, updates: Mapping[str, Any]) -> Page:
+def frontmatter_edit(page: Page, updates: Mapping[str, Any]) -> Page:
     start, end, new = fm.edit_keys(page.source.lines, updates)
     if start == end and not new:
         return page
-    return _splice(page, start, end, new)
+    return splice(page, start, end, new)
