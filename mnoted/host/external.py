@@ -34,21 +34,23 @@ log = logging.getLogger("mnoted.runner")
 
 
 class ExternalEdits:
-    """The runner's handling of external edits (a base of :class:`WorkspaceRunner`, whose
-    constructor sets the state declared here)."""
+    """The runner's handling of external edits (a base of :class:`WorkspaceRunner`): the
+    state here is its own; the workspace, watcher and service are the runner's."""
 
     root: Path
     service: Service
     config: RunnerConfig
     ws: Workspace | None
     watcher: Watcher | None
-    external_commits: int
-    _last_reconcile: float
-    _reconciled_generation: int  # the watcher's generation the last full pass covers
-    _retry_at: float | None  # when a failed pass is tried again
-    _retry_wait: float
-    _refused: bool  # whether the workspace refused a commit of edits since
-    _unsettled: set[str]  # paths that may still differ from HEAD
+
+    def __init__(self, retry_after: float) -> None:
+        self.external_commits = 0
+        self._last_reconcile = time.monotonic()
+        self._reconciled_generation = -1  # the watcher's generation the last full pass covers
+        self._retry_at: float | None = None  # when a failed pass is tried again
+        self._retry_wait = retry_after  # (then twice as long each time, up to reconcile_every)
+        self._refused = False  # whether the workspace refused a commit of edits since
+        self._unsettled: set[str] = set()  # paths that may still differ from HEAD
 
     def _ignore_rules(self) -> IgnoreRules:
         """Git's ignore rules for the watcher's threads, on a repository of their own."""

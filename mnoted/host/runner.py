@@ -76,6 +76,7 @@ class WorkspaceRunner(ExternalEdits):
         self.root = root
         self.service = service
         self.config = config or RunnerConfig()
+        super().__init__(self.config.retry_after)
         self._after_maintenance = after_maintenance
         self.ws: Workspace | None = None
         self.watcher: Watcher | None = None
@@ -86,17 +87,10 @@ class WorkspaceRunner(ExternalEdits):
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._maintainer: Maintainer | None = None
-        self._last_reconcile = time.monotonic()
         self._index_flushed = time.monotonic()
         self._forgot_at: float | None = None  # (first at the first idle moment)
         self._held: _Job | None = None  # a job taken from the queue that ended a group
-        self._reconciled_generation = -1  # the watcher's generation the last full pass covers
-        self._retry_at: float | None = None  # when a failed pass is tried again
-        self._retry_wait = self.config.retry_after
-        self._refused = False  # whether the workspace refused a commit of edits since
-        self._unsettled: set[str] = set()  # paths that may still differ from HEAD
         self._config_seen: tuple[int, ...] | None = None  # stat data of .mnote/config.toml
-        self.external_commits = 0
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
