@@ -20,7 +20,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from mnoted.core.commands import EditResult, changed_ids
+from mnoted.core.diffs import EditResult, changed_ids
 from mnoted.core.merge import merge_page
 from mnoted.core.page import parse_page
 from mnoted.errors import Conflict, NotFound, PathRejected, PermissionDenied

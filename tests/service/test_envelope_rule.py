@@ -85,7 +85,7 @@ def test_every_argument_a_model_or_client_sees_is_described() -> None:
 
 
 def test_the_cli_shortcuts_default_as_the_tools_do() -> None:
-    from mnoted.cli.main import parser
+    from mnoted.cli.parser import parser
     from mnoted.contract.tools import DocFetchArgs, PageSaveArgs
 
     save = parser().parse_args(["page", "save", "x.md", "--markdown", "text"])

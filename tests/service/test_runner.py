@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from mnoted.host import external as external_module
 from mnoted.host import runner as runner_module
 from mnoted.host.runner import RunnerConfig, WorkspaceRunner
 from mnoted.service import Actor, Service
@@ -366,7 +367,7 @@ def test_the_start_up_pass_asks_git_and_later_passes_walk(
         asked.append(gitstatus.changes_by_git(at, None if git_there else str(at / "no-git")))
         return asked[-1]
 
-    monkeypatch.setattr(runner_module, "changes_by_git", counting)
+    monkeypatch.setattr(external_module, "changes_by_git", counting)
     r = WorkspaceRunner(root, Service(), RunnerConfig(watch=False))
     r.start()
     try:
