@@ -661,6 +661,11 @@ class Service:
             commit = ws.apply(meta, plan.changes)
             if not commit.replayed:
                 read_back(ws, plan, commit)
+            if commit.planned is not None:
+                result.setdefault("warnings", []).append(
+                    f"saved by someone else as it landed (commit {commit.parent}): the write "
+                    f"was applied again on their save, as commit {commit.commit}"
+                )
         if commit.replayed:  # (the store's own check; the one above normally answers)
             record = ws.idempotency.check(key, digest, call.actor.actor_id) if key else None
             if record is not None:
@@ -1010,7 +1015,7 @@ def read_back(ws: Workspace, plan: WritePlan, commit: CommitResult) -> None:
     for change in plan.changes:
         if not isinstance(change, Write):
             continue
-        found = ws.blob_at(commit.commit, change.path)
+        found = ws.blob_at(commit.planned or commit.commit, change.path)
         if found is None or (
             found[1] != change.data and _as_stored(found[1]) != _as_stored(change.data)
         ):

@@ -56,6 +56,7 @@ from mnoted.store import (
     indexstat,
     message,
     packs,
+    reapply,
     refs,
     scan,
     treediff,
@@ -1305,7 +1306,11 @@ class Workspace:
             self._fresh.clear()
             self.refresh()
             return None
-        self._finish(*landed, lambda: self._record(staged))
+        raced = self._finish(*landed, lambda: self._record(staged))
+        if raced:
+            again = self._reapply(raced, staged.result.commit)
+            if again is not None:
+                return replace(again, planned=staged.result.commit)
         return staged.result
 
     def _record(self, staged: _Staged) -> None:
@@ -1460,6 +1465,11 @@ class Workspace:
                 ready, pack = pack, None  # once tried, never tried again below
                 self._put_pack(ready)
                 self._sync_landing(held.token, wrote_pack, writes.fds() if writes else [], during)
+                faults.point("landing-synced")
+                if writes is not None and writes.moved():
+                    # The same check once more, after the syncs and just before the branch
+                    # moves: a save begun meanwhile stops the landing here, not after it.
+                    raise _Unsettled
                 faults.point("objects-written")
             except BaseException:
                 self._put_pack(pack, quietly=True)
@@ -1540,9 +1550,11 @@ class Workspace:
 
     def _finish(
         self, entry: Entry, writes: FileWrites | None, record: Callable[[], object]
-    ) -> None:
+    ) -> list[FileStep]:
         """After the branch moved: put the files in place (``writes``: already written under
-        temporary names and synced) and ``record`` in the sidecar.
+        temporary names and synced) and ``record`` in the sidecar; the steps of the files a
+        person saved over meanwhile (their save committed next): :meth:`_reapply` puts the
+        change back on them.
 
         The command is durable once its journal is: were the new names lost, recovery would
         put the files in place again. So the syncs of the files' folders (and the branch's)
@@ -1554,8 +1566,10 @@ class Workspace:
                 shown = writes.worktree_ids() if writes is not None else {}
                 for step in entry.files:
                     self.on_write(step.path, shown.get(step.path, step.new))
+            raced: list[FileStep] = []
             if writes is not None:  # the folders are synced while the sidecar records
                 diverged = writes.finish(wait=False)
+                raced = writes.raced
             else:
                 diverged = materialize(
                     self._repo,
@@ -1565,6 +1579,7 @@ class Workspace:
                     self._stats,
                     self._filters,
                     self._writers,
+                    raced=raced,
                 )
             faults.point("files-written")
             record()
@@ -1590,6 +1605,101 @@ class Workspace:
         self._merge_packs(2 * PACKS_PER_LEVEL, wait=True)
         if diverged:
             self.commit_external(diverged)
+        return raced
+
+    def _reapply(self, raced: list[FileStep], origin: str) -> CommitResult | None:
+        """Put commit ``origin``'s change back on the files of ``raced`` a person saved over
+        as it landed (:mod:`~mnoted.store.reapply`), as a commit with ``origin``'s author and
+        trailers (one command, two commits: the answer names the last). None if the files
+        hold the change already. :class:`Conflict` naming the person's commit if the change
+        does not apply on their save, or they are still writing it: nothing is written then,
+        the person's save stays, and the command's version stays in ``origin``."""
+        commit = self._repo[origin]
+        assert isinstance(commit, pygit2.Commit)
+        author = Identity(
+            commit.author.raw_name.decode("utf-8", "replace"),
+            commit.author.raw_email.decode("utf-8", "replace"),
+        )
+        meta = message.meta_of(commit.raw_message.decode("utf-8", "replace"), author)
+        pending = {step.path: step for step in raced}
+        result: CommitResult | None = None
+        for _ in range(_CAS_ATTEMPTS):
+            self.commit_external(list(pending), include_ignored=True)
+            theirs = self._head
+            if self.unsettled:
+                busy = sorted(self.unsettled)
+                raise Conflict(
+                    f"{', '.join(busy)} was saved by someone else as {meta.command} wrote it, "
+                    "and is still being written; their save stays",
+                    hint=f"Your version is in commit {origin} (git show {origin}:{busy[0]}); "
+                    "read the page again once it is saved and redo the edit.",
+                    path=busy[0],
+                    commit=origin,
+                )
+            tree = self._head_tree()
+            targets: list[Target] = []
+            for path, step in pending.items():
+                found = trees.object_at(tree, path)
+                now = str(found.id) if found is not None else None
+                if now == step.new:
+                    continue
+                clean, data = reapply.merged(
+                    path,
+                    self._blob_bytes(step.old),
+                    self._blob_bytes(step.new),
+                    self._blob_bytes(now),
+                )
+                if not clean:
+                    raise Conflict(
+                        f"{path} was saved by someone else (commit {theirs}) as "
+                        f"{meta.command} wrote it, and the change does not apply on their "
+                        "save; their save stays",
+                        hint=f"Your version is in commit {origin} (git show {origin}:{path}); "
+                        f"read the page again (commit {theirs}) and redo the edit on it.",
+                        path=path,
+                        commit=origin,
+                        external_commit=theirs,
+                    )
+                targets.append(Target(path, data, step.mode))
+            if not targets:
+                return result
+            staged = self._stage(meta, targets, [t.path for t in targets], False)
+            landed = self._land([staged])
+            if landed is None:  # saved once more meanwhile: merged again on that save
+                self._fresh.clear()
+                self.refresh()
+                continue
+            again = self._finish(*landed, partial(self._record, staged))
+            result = staged.result
+            if not again:
+                return result
+            pending = {step.path: step for step in again}
+        raise Conflict(
+            f"{', '.join(sorted(pending))} kept being saved by someone else while "
+            f"{meta.command} wrote it; their saves stay",
+            hint=f"Your version is in commit {origin}; read the page again and redo the edit.",
+            path=sorted(pending)[0],
+            commit=origin,
+        )
+
+    def _reapply_landed(self, raced: list[FileStep], origins: dict[str, str]) -> None:
+        """:meth:`_reapply` for commits whose callers were answered before it could run (a
+        group's, a fetched commit's): each path's change by the last commit that made it; a
+        change that does not apply is logged, and stays in that commit."""
+        by_origin: dict[str, list[FileStep]] = {}
+        for step in raced:
+            by_origin.setdefault(origins[step.path], []).append(step)
+        for origin, steps in by_origin.items():
+            try:
+                self._reapply(steps, origin)
+            except MnoteError as exc:  # (what landed stays landed: nothing is raised)
+                log.warning("%s (%s)", exc.message, exc.hint)
+            except OSError as exc:  # the journal tells the next write what to finish
+                self._needs_recovery = True
+                log.warning("putting %s back on a saved file failed: %s", origin, exc)
+
+    def _blob_bytes(self, blob: str | None) -> bytes | None:
+        return None if blob is None else self.read_blob(blob)
 
     def _settle(self) -> None:
         """Finish the last landing: once its files' folders are durable, drop its journal
@@ -1745,10 +1855,13 @@ class Workspace:
                 errno=exc.errno,
             ) from exc
         try:
-            self._finish(*landed, self._side.commit)
+            raced = self._finish(*landed, self._side.commit)
         except BaseException:
             self._side.rollback()
             raise
+        if raced:
+            last = {step.path: item.result.commit for item in group.staged for step in item.steps}
+            self._reapply_landed(raced, last)
         _run_all(group.callbacks)
 
     def _while_landing(self, group: _Group) -> None:
@@ -1919,7 +2032,9 @@ class Workspace:
             self._side.mark_index_pending(list(paths))  # (whoever committed it)
             self._side.commit()
 
-        self._finish(*landed, record)
+        raced = self._finish(*landed, record)
+        if raced:
+            self._reapply_landed(raced, {step.path: commit for step in raced})
         return staged.result
 
     def _author(self, meta: CommandMeta) -> pygit2.Signature:

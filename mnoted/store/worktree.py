@@ -172,6 +172,7 @@ def materialize(
     stats: StatCache | None = None,
     filters: Filters | None = None,
     settling: Settling | None = None,
+    raced: list[FileStep] | None = None,
 ) -> list[str]:
     """Write the command's files where the disk still has the old content.
 
@@ -184,7 +185,9 @@ def materialize(
     spares reading a file known unchanged; ``filters`` (the workspace's) gives the bytes a
     checkout writes for a blob and the blob Git stores for the bytes found. The landing of
     a small command uses :class:`FileWrites` itself, to sync the temporary files in a wait
-    it makes anyway.
+    it makes anyway. ``raced`` (of a command whose branch moved before its files were
+    checked) gets the steps of the paths left alone because someone changed them since
+    the command was planned: their edit is committed next, and the change put back on it.
     """
     diverged: list[str] = []
     for start in range(0, len(entry.files), durable.CHUNK):  # bounded open files
@@ -193,6 +196,9 @@ def materialize(
         try:
             durable.sync_fds(writes.fds())
             diverged += writes.finish()
+            if raced is not None:
+                steps = {step.path: step for step in chunk}
+                raced += [steps[path] for path in writes.changed] + writes.raced
         finally:
             writes.close()
     return diverged
@@ -203,9 +209,10 @@ class FileWrites:
 
     Each path is compared with the content the command started from (someone else's edit
     is left alone: the path is *diverged*), and its new bytes go to a temporary file beside
-    it. The caller syncs :meth:`fds` (alone, or in a wait it makes for other files), then
-    :meth:`finish` renames each file over its path, or removes it, unless the path's stat
-    data moved since the check, and syncs the folders. :meth:`close` drops what is left.
+    it. The caller syncs :meth:`fds` (alone, or in a wait it makes for other files), asks
+    :meth:`moved` once more just before the branch moves, then :meth:`finish` renames each
+    file over its path, or removes it, unless the path's stat data moved since the check
+    (those paths are :attr:`raced`), and syncs the folders. :meth:`close` drops what is left.
     """
 
     def __init__(
@@ -220,8 +227,10 @@ class FileWrites:
     ) -> None:
         self.diverged: list[str] = []
         self.changed: list[str] = []  # diverged: holding a third version when checked
+        self.raced: list[FileStep] = []  # diverged: changed between the check and the rename
         self._settling = settling
         self._pending: list[_Pending] = []
+        self._steps = {step.path: step for step in steps}
         self._folders = _Folders(root)
         self._also: list[str] = []  # folders synced with the files' (the branch's)
         self._syncing: durable.Syncing | None = None
@@ -254,6 +263,12 @@ class FileWrites:
             and self._settling.check(p.folder, p.name, p.path) > 0
         ]
 
+    def moved(self) -> list[str]:
+        """The paths changed since the check or not settled now (:meth:`unsettled`): asked
+        again after the disk syncs, so a save that began during them stops the landing
+        before the branch moves, not after (when the file would be left to the person)."""
+        return [p.path for p in self._pending if not _unchanged(p)] + self.unsettled()
+
     def fds(self) -> list[int]:
         """The temporary files to sync before :meth:`finish`."""
         return [p.fd for p in self._pending if p.fd is not None]
@@ -280,6 +295,7 @@ class FileWrites:
                 os.close(p.fd)
                 p.fd = None
             new = bool(p.tmp)
+            faults.point("file-replacing")
             with self._guard(p) as replaceable:
                 done = _unchanged(p) and replaceable()
                 if done and new:
@@ -294,6 +310,7 @@ class FileWrites:
                         self._folders.forget()
             if not done:
                 self.diverged.append(p.path)
+                self.raced.append(self._steps[p.path])
                 if p.tmp:
                     p.drop_temp()
                 continue
