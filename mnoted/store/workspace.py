@@ -1607,13 +1607,17 @@ class Workspace:
             self.commit_external(diverged)
         return raced
 
-    def _reapply(self, raced: list[FileStep], origin: str) -> CommitResult | None:
+    def _reapply(
+        self, raced: list[FileStep], origin: str, *, answered: bool = False
+    ) -> CommitResult | None:
         """Put commit ``origin``'s change back on the files of ``raced`` a person saved over
         as it landed (:mod:`~mnoted.store.reapply`), as a commit with ``origin``'s author and
         trailers (one command, two commits: the answer names the last). None if the files
         hold the change already. :class:`Conflict` naming the person's commit if the change
         does not apply on their save, or they are still writing it: nothing is written then,
-        the person's save stays, and the command's version stays in ``origin``."""
+        the person's save stays, and the command's version stays in ``origin``, whose
+        idempotency key is forgotten (a retry runs the command anew) unless its caller was
+        ``answered`` already."""
         commit = self._repo[origin]
         assert isinstance(commit, pygit2.Commit)
         author = Identity(
@@ -1628,6 +1632,7 @@ class Workspace:
             theirs = self._head
             if self.unsettled:
                 busy = sorted(self.unsettled)
+                self._forget_keys(origin, answered)
                 raise Conflict(
                     f"{', '.join(busy)} was saved by someone else as {meta.command} wrote it, "
                     "and is still being written; their save stays",
@@ -1650,6 +1655,7 @@ class Workspace:
                     self._blob_bytes(now),
                 )
                 if not clean:
+                    self._forget_keys(origin, answered)
                     raise Conflict(
                         f"{path} was saved by someone else (commit {theirs}) as "
                         f"{meta.command} wrote it, and the change does not apply on their "
@@ -1674,6 +1680,7 @@ class Workspace:
             if not again:
                 return result
             pending = {step.path: step for step in again}
+        self._forget_keys(origin, answered)
         raise Conflict(
             f"{', '.join(sorted(pending))} kept being saved by someone else while "
             f"{meta.command} wrote it; their saves stay",
@@ -1681,6 +1688,10 @@ class Workspace:
             path=sorted(pending)[0],
             commit=origin,
         )
+
+    def _forget_keys(self, origin: str, answered: bool) -> None:
+        if not answered:
+            self._side.forget_keys_of(origin)
 
     def _reapply_landed(self, raced: list[FileStep], origins: dict[str, str]) -> None:
         """:meth:`_reapply` for commits whose callers were answered before it could run (a
@@ -1691,7 +1702,7 @@ class Workspace:
             by_origin.setdefault(origins[step.path], []).append(step)
         for origin, steps in by_origin.items():
             try:
-                self._reapply(steps, origin)
+                self._reapply(steps, origin, answered=True)
             except MnoteError as exc:  # (what landed stays landed: nothing is raised)
                 log.warning("%s (%s)", exc.message, exc.hint)
             except OSError as exc:  # the journal tells the next write what to finish

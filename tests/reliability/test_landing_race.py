@@ -87,11 +87,9 @@ def test_a_change_that_does_not_apply_on_the_save_is_a_conflict(h: Harness) -> N
     person = "Budget risk is low now."
     lower = lambda t: t.replace("is high.", "is low now.")  # noqa: E731
     faults.arm_call("file-replacing", lambda: _save(h, lower))
-    resp = h.write(
-        "mnote.page.save",
-        documentId=h.doc(PAGE),
-        content=[(h.root / PAGE).read_text().split("---\n", 2)[2].replace("is high.", "is gone.")],
-    )
+    body = (h.root / PAGE).read_text().split("---\n", 2)[2].replace("is high.", "is gone.")
+    args = {"documentId": h.doc(PAGE), "content": [body], "idempotencyKey": "once"}
+    resp = h.write("mnote.page.save", **args)
     assert not resp["ok"], resp
     error = resp["error"]
     assert error["code"] == "mnote_tool_conflict"
@@ -101,4 +99,28 @@ def test_a_change_that_does_not_apply_on_the_save_is_a_conflict(h: Harness) -> N
     assert person in (h.root / PAGE).read_text()  # the person's save stays
     assert person in h.git("show", f"{theirs}:{PAGE}")
     assert "Budget risk is gone." in h.git("show", f"{ours}:{PAGE}")  # the agent's, kept
+    _clean(h)
+    # Its key is not taken by a change the file did not keep: a retry runs it anew.
+    again = h.write("mnote.page.save", **args)
+    assert again["ok"] and not again["audit"].get("replayed"), again
+    assert "Budget risk is gone." in (h.root / PAGE).read_text()
+    _clean(h)
+
+
+def test_a_groups_change_is_merged_on_a_save_made_as_it_landed(h: Harness) -> None:
+    """A group's callers are answered with its landing: its change is put back all the same."""
+    from mnoted.store import CommandMeta, Write
+
+    intro = "# Goals\n\nPerson's intro.\n"
+    faults.arm_call("file-replacing", lambda: _save(h, lambda t: t.replace("# Goals\n", intro)))
+    before = (h.root / PAGE).read_text()
+    with h.ws.group():
+        for i in range(2):
+            h.ws.apply(
+                CommandMeta("page.body.save", actor="hermes", trace_id=f"t{i}"),
+                [Write(PAGE, (before + "".join(f"\nAgent {k}.\n" for k in range(i + 1))).encode())],
+            )
+    text = (h.root / PAGE).read_text()
+    assert "Person's intro." in text and text.endswith("Agent 0.\n\nAgent 1.\n")
+    assert _trailer(h, "HEAD", "Mnote-Trace-Id") == "t1"  # the last command's, once more
     _clean(h)
