@@ -29,10 +29,11 @@ STEPS = (
 MAINTENANCE_STEPS = ("pack-published", "search-batch")  # background maintenance, off the write path
 REMOTE_STEPS = ("sync-fetched", "sync-merge-written", "sync-landed", "sync-pushed")
 """Steps of a remote sync (``mnoted/remote/sync.py``) between the store's own."""
-RACE_STEPS = ("landing-synced", "file-replacing")
+RACE_STEPS = ("landing-synced", "file-replacing", "file-renaming")
 """Where a landing's files may change under it: during the disk syncs (before the re-check
-that lands nothing then), and between that re-check and a file's rename (the residual window,
-where the change is merged after the branch moved)."""
+that lands nothing then), between that re-check and a file's last check (the residual window,
+where the change is merged after the branch moved), and between that last check and the
+rename (the exchange then puts the person's file back)."""
 
 _armed: dict[str, int] = {}
 _errors: dict[str, list[int]] = {}  # step -> [errno, times left (-1: until disarmed)]

@@ -9,6 +9,7 @@ workspace.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import time
@@ -26,6 +27,8 @@ from mnoted.store.journal import Entry, FileStep
 from mnoted.store.paths import normalize
 from mnoted.store.settle import Settling, no_new_writer
 from mnoted.store.statcache import Key, StatCache, key_of
+
+_RENAME_NOREPLACE = 1
 
 
 def _git_mode(st_mode: int) -> int:
@@ -151,11 +154,45 @@ class _Pending:
     fd: int | None = None
     shown: str = ""  # the blob id of its bytes, where a smudge filter made them differ
 
-    def put_in_place(self) -> None:
-        """Rename the new file over the path."""
+    def put_in_place(self, replaceable: Callable[[], bool]) -> bool:
+        """Put the new file at the path if the file there is still the one checked; False
+        (the path as it was, the new file under its temporary name) if not.
+
+        The two files are exchanged in one step (``renameat2``), then the one taken out is
+        looked at: a save renamed over the path since the check, an edit, or a writer that
+        began to open it (``replaceable``, the read lease held on it) puts it back at once,
+        so no save is replaced and no writer is left writing to a file no longer at the
+        path. A new path is taken only if it is still free. Where ``renameat2`` is not
+        available, a plain rename (the check before it is then all there is).
+        """
         assert self.folder is not None
-        os.rename(self.tmp, self.name, src_dir_fd=self.folder, dst_dir_fd=self.folder)
+        faults.point("file-renaming")
+        folder, tmp, name = self.folder, self.tmp, self.name
+        try:
+            if self.seen is None:
+                dirfd.renameat2(folder, tmp, folder, name, _RENAME_NOREPLACE)
+            else:
+                dirfd.exchange(folder, tmp, folder, name)
+        except OSError as exc:
+            if exc.errno in (errno.EEXIST, errno.ENOENT):  # made, or removed, since the check
+                return False
+            if exc.errno not in (errno.ENOSYS, errno.EINVAL):
+                raise
+            os.rename(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+            self.tmp = ""
+            return True
+        if self.seen is not None:
+            st = os.stat(tmp, dir_fd=folder, follow_symlinks=False)
+            if key_of(st)[:5] != self.seen[:5] or not replaceable():  # (a rename moves ctime)
+                try:
+                    dirfd.exchange(folder, tmp, folder, name)
+                except OSError:  # theirs back at the path whatever it costs (ours is in Git)
+                    os.rename(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+                    self.tmp = ""
+                return False
+            os.unlink(tmp, dir_fd=folder)
         self.tmp = ""
+        return True
 
     def drop_temp(self) -> None:
         if self.folder is not None:
@@ -299,8 +336,9 @@ class FileWrites:
             with self._guard(p) as replaceable:
                 done = _unchanged(p) and replaceable()
                 if done and new:
-                    p.put_in_place()
-                    self._placed(p)
+                    done = p.put_in_place(replaceable)
+                    if done:
+                        self._placed(p)
                 elif done:
                     try:
                         dirfd.remove(self._folders.root, p.parts, p.name)

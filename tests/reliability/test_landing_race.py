@@ -10,7 +10,9 @@ the same command, or refused with ``mnote_tool_conflict`` naming the person's co
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -123,4 +125,57 @@ def test_a_groups_change_is_merged_on_a_save_made_as_it_landed(h: Harness) -> No
     text = (h.root / PAGE).read_text()
     assert "Person's intro." in text and text.endswith("Agent 0.\n\nAgent 1.\n")
     assert _trailer(h, "HEAD", "Mnote-Trace-Id") == "t1"  # the last command's, once more
+    _clean(h)
+
+
+def test_a_save_renamed_over_the_page_just_before_its_rename_is_not_replaced(h: Harness) -> None:
+    """After the last check, in the instant before the rename: the page's file and the new
+    one are exchanged, the one taken out is not the one checked, so it goes back."""
+    path = h.root / PAGE
+
+    def rename_save() -> None:  # vim, VS Code, JetBrains: a new file renamed over the page
+        tmp = path.with_name(".plan.md.swp")
+        tmp.write_text(path.read_text().replace("# Goals\n", "# Goals\n\nPerson's intro.\n"))
+        tmp.replace(path)
+
+    faults.arm_call("file-renaming", rename_save)
+    resp = h.write("mnote.page.save", documentId=h.doc(PAGE), content=["Agent."], mode="append")
+    assert resp["ok"], resp
+    text = path.read_text()
+    assert "Person's intro." in text and text.endswith("Agent.\n")
+    assert len(_commits(h, resp["audit"]["commandId"])) == 2  # the change merged on the save
+    _clean(h)
+
+
+def test_a_writer_opening_the_page_just_before_its_rename_keeps_writing_to_it(
+    h: Harness,
+) -> None:
+    """A writer that opens the page in that instant waits for the store's read lease; the
+    file it then writes to must still be the page, not one renamed away."""
+    import os
+    import threading
+
+    path = h.root / PAGE
+
+    def writer() -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND)  # blocks until the lease is released
+        try:
+            os.write(fd, b"\nPerson's line.\n")
+        finally:
+            os.close(fd)
+
+    thread = threading.Thread(target=writer)
+
+    def start_writer() -> None:
+        thread.start()
+        deadline = time.monotonic() + 10
+        while "BREAK" not in Path("/proc/locks").read_text() and time.monotonic() < deadline:
+            time.sleep(0.001)  # until the kernel holds the open (the lease is being broken)
+
+    faults.arm_call("file-renaming", start_writer)
+    resp = h.write("mnote.page.save", documentId=h.doc(PAGE), content=["Agent."], mode="append")
+    thread.join(30)
+    assert resp["ok"], resp
+    text = path.read_text()
+    assert "Person's line." in text and "Agent." in text
     _clean(h)
