@@ -80,6 +80,7 @@ from mnoted.store.config import (
 )
 from mnoted.store.facades import Idempotency, KeyValue
 from mnoted.store.filters import Clean, Filters
+from mnoted.store.heads import Heads
 from mnoted.store.journal import Entry, FileStep, Journal
 from mnoted.store.maintenance import PackReport, pack_loose_objects
 from mnoted.store.model import (
@@ -181,14 +182,14 @@ class Workspace:
         self._owner = threading.get_ident()
         self._external = external_identity
         self._user: tuple[float, Identity | None] | None = None  # (user_identity, read at)
-        self._branch = refs.current_branch(self.gitdir)
-        self._head: str | None = refs.read_ref(self.gitdir, self._branch)
+        self.heads = Heads(
+            self.gitdir, repo, side, COMMITTER.email, lambda: self._group is not None
+        )
         self._needs_recovery = False
         self._closed = False
         self._group: _Group | None = None
         # The last landing, its files in place, their folders' syncs under way (`_settle`).
         self._settling: tuple[FileWrites, Entry] | None = None
-        self._ref_stamp: object = None  # refs.stamp when HEAD was last read
         self._kept_tree: tuple[str, pygit2.Tree] | None = None  # `_head_tree`
         self.on_write: Callable[[str, str | None], object] | None = None
         """Told each path and blob id (None: removed) just before the store writes it, so a
@@ -395,11 +396,27 @@ class Workspace:
     @property
     def head(self) -> str | None:
         """The workspace revision: the commit the branch names (None before the first)."""
-        return self._head
+        return self.heads.head
 
     @property
     def branch(self) -> str:
-        return self._branch
+        return self.heads.branch
+
+    @property
+    def _head(self) -> str | None:
+        return self.heads.head
+
+    @_head.setter
+    def _head(self, head: str | None) -> None:
+        self.heads.head = head
+
+    @property
+    def _branch(self) -> str:
+        return self.heads.branch
+
+    @_branch.setter
+    def _branch(self, branch: str) -> None:
+        self.heads.branch = branch
 
     def _settled(self) -> None:
         """Finish a command an error interrupted (its record must describe it), catch up."""
@@ -450,57 +467,7 @@ class Workspace:
         Returns True if HEAD had moved since the store last looked.
         """
         self._check_thread()
-        if self._group is not None:
-            # Pending commits sit on the group's base; if someone moves the branch meanwhile
-            # the group's compare-and-swap fails and its commands run again.
-            return False
-        stamp = refs.stamp(self.gitdir, self._branch)
-        if stamp == self._ref_stamp:
-            return False
-        # Kept only once HEAD reads as a branch: a detached HEAD is refused on every call
-        # until a branch is back (a stamp kept for it would let the next call see nothing
-        # new and commit on the old branch under a HEAD that is not on it).
-        branch = refs.current_branch(self.gitdir)
-        head = refs.read_ref(self.gitdir, branch)
-        self._ref_stamp = stamp  # taken before reading: a change after it is seen next time
-        moved = branch != self._branch or head != self._head
-        if moved and branch == self._branch and self._head is not None:
-            self._keep_if_rewound(self._head, head)
-        self._branch, self._head = branch, head
-        indexer.advance(self._repo, self._side, head, branch)
-        return moved
-
-    def _keep_if_rewound(self, old: str, new: str | None) -> None:
-        """Keep mnoted's commits reachable when someone moves the branch back over them.
-
-        A ``git reset``, or a ``git pull`` whose merge fails and restores the commit it
-        started from, can move the branch back over commits mnoted made (and acknowledged)
-        in the meantime. mnoted does not move it forward again (the person may have meant
-        it), but it keeps them under ``refs/mnote/rewound/<commit>`` so no acknowledged
-        commit becomes unreachable; ``git log --all`` shows them.
-        """
-        if new is not None and self._repo.descendant_of(pygit2.Oid(hex=new), pygit2.Oid(hex=old)):
-            return
-        stop = None
-        if new is not None:
-            base = self._repo.merge_base(pygit2.Oid(hex=old), pygit2.Oid(hex=new))
-            stop = str(base) if base is not None else None
-        commit: pygit2.Commit | None = self._repo[old]  # type: ignore[assignment]
-        for _ in range(10_000):
-            if commit is None or str(commit.id) == stop:
-                return
-            if commit.committer.email == COMMITTER.email:
-                self._repo.references.create(f"refs/mnote/rewound/{old}", old, force=True)
-                log.warning(
-                    "%s moved back from %s to %s over commits of mnoted; they are kept "
-                    "under refs/mnote/rewound/%s",
-                    self._branch,
-                    old[:12],
-                    (new or "nothing")[:12],
-                    old,
-                )
-                return
-            commit = commit.parents[0] if commit.parents else None
+        return self.heads.refresh()
 
     # reading ------------------------------------------------------------------------------
     def resolve(self, ref: str) -> DocRef:
@@ -547,7 +514,7 @@ class Workspace:
         row = self._side.file(path)
         if known is None or row is None or row[0] != known[1]:
             return None
-        return self._ref_stamp, known[0]
+        return self.heads.ref_stamp, known[0]
 
     def still_as_read(self, basis: tuple[object, Key], path: str) -> bool:
         """Whether the branch and ``path`` are still as :meth:`read_basis` found them.
