@@ -40,13 +40,11 @@ from mnoted.errors import (
     InvalidArguments,
     LockBusy,
     MnoteError,
-    NotFound,
     PathRejected,
     StorageError,
     WorkspaceInvalid,
 )
 from mnoted.store import (
-    dirfd,
     durable,
     faults,
     gitindex,
@@ -104,13 +102,14 @@ from mnoted.store.planning import (
     subject_path,
     validate,
 )
+from mnoted.store.reads import Reads
 from mnoted.store.settle import Settling
 from mnoted.store.sidecar import Sidecar
 from mnoted.store.staged import staged as staged_paths
-from mnoted.store.statcache import Key, StatCache, key_of
+from mnoted.store.statcache import Key, StatCache
 from mnoted.store.statedir import PRIVATE_DIR, STATE_DIR, state_dir
 from mnoted.store.template import merged_gitignore, template_files
-from mnoted.store.worktree import FileWrites, disk_file, materialize, read_file
+from mnoted.store.worktree import FileWrites, disk_file, materialize
 
 SIDECAR_NAME = "state.sqlite3"
 PROCESS_LOCK = "daemon.lock"
@@ -208,6 +207,17 @@ class Workspace:
         """The paths the last :meth:`commit_external` left alone: being written by someone
         else (open for writing, or changed a moment ago) for longer than it waited."""
         self._filters = Filters(repo, str(self.gitdir))
+        self.reads = Reads(
+            root,
+            repo,
+            side,
+            self.heads,
+            self._stats,
+            self._filters,
+            self._fresh,
+            self._check_thread,
+            lambda: self._group is not None and bool(self._group.staged),
+        )
         self._index_cache: tuple[object, indexstat.IndexStat] | None = None
         # .git/index as the store last wrote or read it (its stamp), patched at each landing
         self._index_file: tuple[object, indexfile.IndexFile] | None = None
@@ -469,69 +479,65 @@ class Workspace:
         self._check_thread()
         return self.heads.refresh()
 
-    # reading ------------------------------------------------------------------------------
+    # reading (store.reads) ----------------------------------------------------------------
     def resolve(self, ref: str) -> DocRef:
-        """A document by its documentId or by its path (at HEAD)."""
-        self.refresh()
-        path = self._side.path_of_doc(ref)
-        if path is not None:
-            return DocRef(ref, path)
-        try:
-            rel = normalize(ref)
-        except PathRejected:
-            raise NotFound(f"no document {ref!r}", ref=ref) from None
-        row = self._side.file(rel)
-        if row is None or row[2] is None:
-            raise NotFound(f"no document {ref!r}", ref=ref)
-        return DocRef(row[2], rel)
+        return self.reads.resolve(ref)
 
     def documents(self, under: str = "") -> list[DocRef]:
-        """Every document at HEAD (in folder ``under``, given as ``"name/"``), by path."""
-        return [doc for doc, _, _ in self.listing(under)]
+        return self.reads.documents(under)
 
     def listing(self, under: str = "") -> list[tuple[DocRef, str, str]]:
-        """Every document at HEAD (in folder ``under``) with its blob id and revision."""
-        self.refresh()
-        return [(DocRef(d, p), b, r) for d, p, b, r in self._side.documents(under)]
+        return self.reads.listing(under)
 
     def blob_id(self, path: str) -> str | None:
-        """The committed blob id at ``path``, or None."""
-        self.refresh()
-        row = self._side.file(normalize(path))
-        return None if row is None else row[0]
+        return self.reads.blob_id(path)
 
     def read_basis(self, path: str) -> tuple[object, Key] | None:
-        """What shows later that the branch and ``path`` are still as a read just saw them.
-
-        The refs stamp and the file's stat key, if the file was hashed once quiet for a
-        timestamp tick (``store.statcache``) and found equal to HEAD, and no commit of a
-        group is waiting to land; else None. See :meth:`still_as_read`.
-        """
-        self._check_thread()
-        if self._group is not None and self._group.staged:
-            return None
-        known = self._stats.known(path)
-        row = self._side.file(path)
-        if known is None or row is None or row[0] != known[1]:
-            return None
-        return self.heads.ref_stamp, known[0]
+        return self.reads.read_basis(path)
 
     def still_as_read(self, basis: tuple[object, Key], path: str) -> bool:
-        """Whether the branch and ``path`` are still as :meth:`read_basis` found them.
+        return self.reads.still_as_read(basis, path)
 
-        Any thread may ask (the daemon's event loop does, to answer a repeated read): it
-        only stats the refs and the file, the file through folder fds like every read.
-        """
-        stamp, key = basis
-        if refs.stamp(self.gitdir, self._branch) != stamp:
-            return False
-        *folders, name = path.split("/")
-        try:
-            with dirfd.folder(self.root, folders) as fd:
-                st = None if fd is None else dirfd.stat_at(fd, name)
-        except (PathRejected, OSError):
-            return False
-        return st is not None and key_of(st) == key
+    def filter_of(self, path: str) -> str | None:
+        return self.reads.filter_of(path)
+
+    def refuse_filtered(self, path: str) -> None:
+        self.reads.refuse_filtered(path)
+
+    def read_head(self, path: str) -> bytes | None:
+        return self.reads.read_head(path)
+
+    def read_disk(self, path: str) -> bytes | None:
+        return self.reads.read_disk(path)
+
+    def differs_on_disk(self, path: str) -> bool:
+        return self.reads.differs_on_disk(path)
+
+    def read_blob(self, blob_id: str) -> bytes | None:
+        return self.reads.read_blob(blob_id)
+
+    def blob_at(self, revision: str, path: str) -> tuple[str, bytes] | None:
+        return self.reads.blob_at(revision, path)
+
+    def revision_of(self, path: str) -> str:
+        return self.reads.revision_of(path)
+
+    def history(self, ref: str, limit: int = 50) -> list[HistoryEntry]:
+        return self.reads.history(ref, limit)
+
+    def find_command(
+        self,
+        *,
+        command_id: str | None = None,
+        trace_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> list[CommandRecord]:
+        return self.reads.find_command(
+            command_id=command_id, trace_id=trace_id, idempotency_key=idempotency_key
+        )
+
+    def paths_of_commit(self, commit: str) -> list[str]:
+        return self.reads.paths_of_commit(commit)
 
     @property
     def settle_quiet(self) -> float:
@@ -554,128 +560,6 @@ class Workspace:
     @clean_filter.setter
     def clean_filter(self, run: Clean | None) -> None:
         self._filters.run = run
-
-    def filter_of(self, path: str) -> str | None:
-        """The filter driver Git stores ``path`` through (LFS, git-crypt), or None: such a
-        file's blob is not its text, and mnoted neither serves nor writes it. For reads:
-        a change to Git's config may take a second to be seen (writes see it at once)."""
-        return self._filters.of(normalize(path), fresh=False)
-
-    def refuse_filtered(self, path: str) -> None:
-        """Raise :class:`PathRejected` where :meth:`filter_of` names a filter."""
-        self._filters.refuse(normalize(path), fresh=False)
-
-    def read_head(self, path: str) -> bytes | None:
-        """The committed bytes at ``path`` (HEAD), or None."""
-        blob_id = self.blob_id(path)
-        if blob_id is None:
-            return None
-        blob = self._repo[blob_id]
-        assert isinstance(blob, pygit2.Blob)
-        return bytes(blob.data)
-
-    def read_disk(self, path: str) -> bytes | None:
-        """The bytes on disk at ``path`` now (maybe an uncommitted external edit), or None."""
-        self._check_thread()
-        state = read_file(resolve(self.root, path))
-        return None if state is None else state[0]
-
-    def differs_on_disk(self, path: str) -> bool:
-        """Whether the regular file at ``path`` holds other bytes than HEAD, read even if it
-        has several hard links (``read_disk`` refuses those): only to tell a person why an
-        edit is not committed, never to serve it."""
-        self._check_thread()
-        *parts, name = normalize(path).split("/")
-        try:
-            with dirfd.folder(self.root, parts) as fd:
-                found = None if fd is None else dirfd.read_at(fd, name, links_ok=True)
-        except (OSError, PathRejected):
-            return False
-        return found is not None and found[0] != self.read_head(path)
-
-    def read_blob(self, blob_id: str) -> bytes | None:
-        """The bytes of a blob by id (any version the repository holds), or None."""
-        self._check_thread()
-        fresh = self._fresh.get(blob_id)
-        if fresh is not None:
-            return fresh
-        try:
-            obj = self._repo[blob_id]
-        except (KeyError, ValueError):
-            return None
-        return bytes(obj.data) if isinstance(obj, pygit2.Blob) else None
-
-    def blob_at(self, revision: str, path: str) -> tuple[str, bytes] | None:
-        """The blob id and bytes of ``path`` in commit ``revision``, or None."""
-        self._check_thread()
-        try:
-            commit = self._repo.revparse_single(revision)
-            entry = trees.object_at(commit.peel(pygit2.Commit).tree, normalize(path))
-        except (KeyError, ValueError, pygit2.GitError, PathRejected):
-            return None
-        if entry is None:
-            return None
-        blob = self._repo[entry.id]
-        if not isinstance(blob, pygit2.Blob):
-            return None
-        return str(entry.id), bytes(blob.data)
-
-    def revision_of(self, path: str) -> str:
-        """The commit that last changed ``path`` (from the sidecar index, not a history walk)."""
-        self.refresh()
-        rel = normalize(path)
-        row = self._side.file(rel)
-        if row is None:
-            raise NotFound(f"{rel} is not in the workspace", path=rel)
-        return row[1]
-
-    def history(self, ref: str, limit: int = 50) -> list[HistoryEntry]:
-        """The commits that changed a document (following renames), newest first."""
-        self.refresh()
-        doc_id: str | None
-        try:
-            doc = self.resolve(ref)
-            doc_id, path = doc.document_id, doc.path
-        except NotFound:
-            doc_id, path = None, normalize(ref)
-        return [self._with_commit(e) for e in self._side.history(doc_id, path, limit)]
-
-    def _with_commit(self, entry: HistoryEntry) -> HistoryEntry:
-        """``entry`` with its commit's author, and its subject and time when the sidecar has
-        no command for it (a commit made with ``git`` itself, or before mnoted came)."""
-        try:
-            commit = self._repo[entry.commit]
-        except (KeyError, ValueError):
-            return entry  # (gone since: a history rewritten under the sidecar)
-        if not isinstance(commit, pygit2.Commit):
-            return entry
-        author = commit.author.raw_name.decode("utf-8", "replace")
-        if entry.command_id is not None:
-            return replace(entry, author=author)
-        subject = commit.raw_message.decode("utf-8", "replace").split("\n", 1)[0].strip()
-        return replace(entry, subject=subject, time=commit.commit_time, author=author)
-
-    def find_command(
-        self,
-        *,
-        command_id: str | None = None,
-        trace_id: str | None = None,
-        idempotency_key: str | None = None,
-    ) -> list[CommandRecord]:
-        """Commits made by mnoted for a command id, a trace id or an idempotency key."""
-        self.refresh()
-        given = [
-            (c, v)
-            for c, v in (
-                ("command_id", command_id),
-                ("trace_id", trace_id),
-                ("idem_key", idempotency_key),
-            )
-            if v is not None
-        ]
-        if len(given) != 1:
-            raise InvalidArguments("give exactly one of command_id, trace_id, idempotency_key")
-        return self._side.find_commands(*given[0])
 
     def scan_changes(
         self,
@@ -1764,11 +1648,6 @@ class Workspace:
         self._journal.clear()
         if diverged:
             self.commit_external(diverged)
-
-    def paths_of_commit(self, commit: str) -> list[str]:
-        """The paths a commit of this branch changed (as the sidecar indexed them)."""
-        self.refresh()
-        return self._side.paths_of_commit(commit)
 
     def _replayed(self, rec: IdempotencyRecord) -> CommitResult:
         commit = self._repo[rec.commit]
