@@ -27,7 +27,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from functools import partial
 from pathlib import Path
 from types import TracebackType
 
@@ -55,7 +54,6 @@ from mnoted.store import (
     message,
     packs,
     refs,
-    scan,
     treediff,
     trees,
 )
@@ -76,6 +74,7 @@ from mnoted.store.config import (
     new_workspace_id,
     render,
 )
+from mnoted.store.external import External
 from mnoted.store.facades import Idempotency, KeyValue
 from mnoted.store.filters import Clean, Filters
 from mnoted.store.heads import Heads
@@ -91,10 +90,9 @@ from mnoted.store.model import (
     IdempotencyRecord,
     Identity,
 )
-from mnoted.store.paths import is_internal, normalize, not_utf8, resolve
+from mnoted.store.paths import resolve
 from mnoted.store.planning import (
     Target,
-    disk_changes,
     plan,
     refuse_filtered,
     refuse_left_out,
@@ -105,7 +103,6 @@ from mnoted.store.planning import (
 from mnoted.store.reads import Reads
 from mnoted.store.settle import Settling
 from mnoted.store.sidecar import Sidecar
-from mnoted.store.staged import staged as staged_paths
 from mnoted.store.statcache import Key, StatCache
 from mnoted.store.statedir import PRIVATE_DIR, STATE_DIR, state_dir
 from mnoted.store.template import merged_gitignore, template_files
@@ -193,19 +190,12 @@ class Workspace:
         self.on_write: Callable[[str, str | None], object] | None = None
         """Told each path and blob id (None: removed) just before the store writes it, so a
         watcher can recognise the store's own writes (``sync.OwnWrites``)."""
-        self.left_alone: Callable[[str], bool] | None = None
-        """Untracked files the scan passes over as it does ignored ones, set by the process
-        that opens the workspace: the daemon's are editors' temp and swap files, which its
-        watcher never commits either (``sync.ignore.is_temp``)."""
         # Bytes of the blobs staged and not yet landed: read back without inflating them.
         self._fresh: dict[str, bytes] = {}
         # Blob ids of work-tree files hashed since they last changed (checks and scans
         # skip re-reading them).
         self._stats = StatCache()
         self._writers = Settling()  # which files are settled (store.settle)
-        self.unsettled: set[str] = set()
-        """The paths the last :meth:`commit_external` left alone: being written by someone
-        else (open for writing, or changed a moment ago) for longer than it waited."""
         self._filters = Filters(repo, str(self.gitdir))
         self.reads = Reads(
             root,
@@ -218,11 +208,22 @@ class Workspace:
             self._check_thread,
             lambda: self._group is not None and bool(self._group.staged),
         )
-        self._index_cache: tuple[object, indexstat.IndexStat] | None = None
+        self.external = External(
+            root,
+            repo,
+            side,
+            self.heads,
+            self._stats,
+            self._filters,
+            self._writers,
+            config=lambda: self.config,
+            head_tree=self._head_tree,
+            flush_index=self.flush_index,
+            check=self._check_thread,
+        )
         # .git/index as the store last wrote or read it (its stamp), patched at each landing
         self._index_file: tuple[object, indexfile.IndexFile] | None = None
         self._synced: dict[str, gitindex.Entry] = {}  # entries set at landings, still pending
-        self._staged_cache: tuple[object, set[str]] | None = None
         # New objects stay in memory until they land as one pack (store.packs).
         self._pack_dir = self.gitdir / "objects" / "pack"
         if not self._pack_dir.is_dir():  # libgit2 watches only a pack folder it saw at open
@@ -561,110 +562,6 @@ class Workspace:
     def clean_filter(self, run: Clean | None) -> None:
         self._filters.run = run
 
-    def scan_changes(
-        self,
-        paths: Iterable[str] | None = None,
-        *,
-        shallow: Iterable[str] = (),
-        whole_tree: Callable[[Path], set[str] | None] | None = None,
-    ) -> list[str]:
-        """Paths whose disk content differs from HEAD (edits made while nobody watched).
-
-        The whole work tree, or only ``paths`` (a folder stands for everything below it)
-        and the folders of ``shallow`` (their own entries). As ``git status``: tracked files
-        changed or deleted, untracked files not ignored, and paths whose index entry differs
-        from HEAD. The walk goes through folder fds and hashes only files whose stat differs
-        from the index (:mod:`mnoted.store.scan`). ``whole_tree`` is another way to find
-        them in the whole tree, asked once the index is in step with HEAD; where it returns
-        None, the tree is walked (the daemon's start-up pass asks the ``git`` command,
-        ``mnoted.sync.gitstatus``).
-        """
-        self.refresh()
-        self.flush_index()
-        shallow = list(shallow)
-        paths = None if paths is None else list(paths)
-        if paths == [] and not shallow:
-            return []  # nothing to look at: the index is not even parsed
-        whole = paths is None and not shallow
-        found = whole_tree(self.root) if whole and whole_tree is not None else None
-        if found is None:
-            index = self._index_stat()
-            self._filters.trusts_mode()  # (Git's config looked at once a scan, not once a file)
-            walk = scan.Walk(
-                self.root,
-                index,
-                self._stats,
-                self._passed_over,
-                stored_mode=partial(self._filters.stored_mode, fresh=False),
-            )
-            if whole:
-                walk.tree("")
-                found = walk.result() | self._staged(index)
-            else:
-                walk.paths(p for p in dict.fromkeys(paths or ()) if p and not is_internal(p))
-                for folder in dict.fromkeys(shallow):
-                    if not folder or not is_internal(folder):
-                        walk.folder(folder)
-                found = walk.result() | self._staged_at(index, walk.seen)
-        out = []
-        for path in found:
-            shown = not_utf8(path)  # (listed by `git status`; the walk passes them over)
-            if shown is not None:
-                log.warning("not committing %s: its name is not valid UTF-8; rename it", shown)
-                continue
-            if is_internal(path):
-                continue
-            passed_over = self.config.is_ignored(path) or (
-                self.left_alone and self.left_alone(path)
-            )
-            if passed_over and self._side.file(path) is None:
-                continue
-            out.append(path)
-        return sorted(out)
-
-    def moved_from(self, paths: Iterable[str]) -> list[str]:
-        """Committed paths now gone from disk that held exactly what ``paths`` hold now.
-
-        A file moved into a folder not yet watched shows up there while its old path is
-        reported apart (or not at all); naming the old path lets both be committed as one
-        rename, without walking the work tree to find it.
-        """
-        self._check_thread()
-        self.flush_index()
-        by_blob: dict[str, list[str]] = {}
-        for rel, entry in self._index_stat().entries.items():
-            by_blob.setdefault(entry[5].hex(), []).append(rel)
-        out: list[str] = []
-        for path in paths:
-            try:
-                found = disk_file(self.root, normalize(path), self._stats)
-            except PathRejected:
-                continue
-            if found is None:
-                continue
-            for old in by_blob.get(found.blob, ()):
-                if old != path and not scan.exists(self.root, old):
-                    out.append(old)
-        return sorted(set(out))
-
-    def _passed_over(self, path: str) -> bool:
-        """Whether the scan passes over untracked ``path`` (a folder's ends with ``/``)."""
-        return self._git_ignored(path) or bool(self.left_alone and self.left_alone(path))
-
-    def _git_ignored(self, path: str) -> bool:
-        try:
-            return bool(self._repo.path_is_ignored(path))
-        except UnicodeEncodeError:  # a name that is not UTF-8: no Git path can hold it
-            return True
-
-    def _index_stat(self) -> indexstat.IndexStat:
-        """The index's entries with their stat data, parsed again only when the file changed."""
-        stamp = indexstat.stamp(self.gitdir / "index")
-        if self._index_cache is None or self._index_cache[0] != stamp:
-            self._index_cache = (stamp, indexstat.load(self.gitdir / "index"))
-            self._staged_cache = None
-        return self._index_cache[1]
-
     def _index_refreshed(self, entries: dict[str, gitindex.Entry]) -> None:
         """Carry the parsed index over a refresh of these entries instead of parsing it again (a
         cost in proportion to the workspace), if the refresh started from the file it was parsed
@@ -686,26 +583,41 @@ class Workspace:
         index.update(changes)
         self._index_cache = (after, index)
 
-    def _staged(self, index: indexstat.IndexStat) -> set[str]:
-        """Paths whose index entry differs from HEAD (``git add`` by the user), cached."""
-        key = (self._index_cache[0] if self._index_cache else None, self._head)
-        if self._staged_cache is not None and self._staged_cache[0] == key:
-            return self._staged_cache[1]
-        staged = staged_paths(self._repo, self._head_tree(), index)
-        self._staged_cache = (key, staged)
-        return staged
+    # external edits (store.external) ------------------------------------------------------
+    def scan_changes(
+        self,
+        paths: Iterable[str] | None = None,
+        *,
+        shallow: Iterable[str] = (),
+        whole_tree: Callable[[Path], set[str] | None] | None = None,
+    ) -> list[str]:
+        return self.external.scan_changes(paths, shallow=shallow, whole_tree=whole_tree)
 
-    def _staged_at(self, index: indexstat.IndexStat, paths: Iterable[str]) -> set[str]:
-        """:meth:`_staged` for a few tracked paths, looked up in HEAD one by one."""
-        tree = self._head_tree()
-        out = set()
-        for path in paths:
-            entry = index.entries[path]
-            if entry[0] == indexstat.GITLINK:
-                continue  # a submodule's commit is its own repository's business
-            if trees.entry_at(tree, path) != (entry[5].hex(), entry[0]):
-                out.add(path)
-        return out
+    def moved_from(self, paths: Iterable[str]) -> list[str]:
+        return self.external.moved_from(paths)
+
+    @property
+    def left_alone(self) -> Callable[[str], bool] | None:
+        """Untracked files scans pass over as ignored ones (:attr:`External.left_alone`)."""
+        return self.external.left_alone
+
+    @left_alone.setter
+    def left_alone(self, test: Callable[[str], bool] | None) -> None:
+        self.external.left_alone = test
+
+    @property
+    def unsettled(self) -> set[str]:
+        """The paths the last :meth:`commit_external` left alone: being written by someone
+        else (open for writing, or changed a moment ago) for longer than it waited."""
+        return self.external.unsettled
+
+    @property
+    def _index_cache(self) -> tuple[object, indexstat.IndexStat] | None:
+        return self.external.index_cache
+
+    @_index_cache.setter
+    def _index_cache(self, cache: tuple[object, indexstat.IndexStat] | None) -> None:
+        self.external.index_cache = cache
 
     # writing ------------------------------------------------------------------------------
     def apply(self, meta: CommandMeta, changes: Sequence[Change]) -> CommitResult:
@@ -820,7 +732,7 @@ class Workspace:
             # checks them for edits made meanwhile when it writes them.
             paths = [p for p in paths if p not in group.written]
         paths = list(paths)
-        self.unsettled = self._writers.wait_for(self.root, paths, wait) if paths else set()
+        self.external.settled(paths, wait)
         try:
             result = self._commit_external(paths, meta, include_ignored)
         except OSError as exc:
@@ -843,17 +755,7 @@ class Workspace:
     ) -> CommitResult | None:
         self._ready_to_write()
         for _ in range(_CAS_ATTEMPTS):
-            targets = disk_changes(
-                self._repo,
-                self.root,
-                self.config,
-                self._head_tree(),
-                paths,
-                include_ignored=include_ignored,
-                stats=self._stats,
-                filters=self._filters,
-                skip=self.unsettled,
-            )
+            targets = self.external.targets(paths, include_ignored=include_ignored)
             if not targets:
                 return None
             meta = meta.with_command_id()  # (made only now: most checks find nothing)
@@ -964,7 +866,7 @@ class Workspace:
         the index holds back: no conflict there, and the disk holding HEAD's version (a
         landing that raced the merge's start; its abort refuses while the entry is stale).
         A path the merge resolved or left in conflict is the merge's."""
-        index = self._index_stat()
+        index = self.external.index_stat()
         out: dict[str, gitindex.Entry] = {}
         for path, entry in entries.items():
             if entry is None or path in index.unmerged:
