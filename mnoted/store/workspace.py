@@ -79,7 +79,7 @@ from mnoted.store.facades import Idempotency, KeyValue
 from mnoted.store.filters import Clean, Filters
 from mnoted.store.heads import Heads
 from mnoted.store.journal import Entry, FileStep, Journal
-from mnoted.store.maintenance import PackReport, pack_loose_objects
+from mnoted.store.maintenance import PackReport
 from mnoted.store.model import (
     Change,
     CommandMeta,
@@ -106,6 +106,7 @@ from mnoted.store.sidecar import Sidecar
 from mnoted.store.statcache import Key, StatCache
 from mnoted.store.statedir import PRIVATE_DIR, STATE_DIR, state_dir
 from mnoted.store.template import merged_gitignore, template_files
+from mnoted.store.upkeep import Upkeep
 from mnoted.store.worktree import FileWrites, disk_file, materialize
 
 SIDECAR_NAME = "state.sqlite3"
@@ -135,11 +136,6 @@ workspace most of the time (``docs/store.md``, *The Git index*)."""
 PACKS_PER_LEVEL = 16
 """The store's own packs are merged by sixteen: sixteen landings' packs into one, sixteen of
 those into one, ... so a daemon that never idles keeps a few dozen packs, not thousands."""
-_Merged = tuple[str, int] | bool | None  # a merge's pack and size; None: nothing; False: skipped
-_STAGING_PRIORITY = 2
-"""libgit2's pack backend has priority 2 and its loose backend 1; backends of equal priority
-keep the order they were added in, so reads try the packs first, then the staged objects
-(Python), then loose files, and writes go to the first backend that writes: the staging."""
 log = logging.getLogger("mnoted.store")
 
 
@@ -173,8 +169,6 @@ class Workspace:
         self._index_job: tuple[Future[float], dict[str, gitindex.Entry]] | None = None
         self._index_thread: ThreadPoolExecutor | None = None
         self._index_next = 0.0  # (monotonic) no background refresh before (INDEX_SHARE)
-        self._merge_thread: ThreadPoolExecutor | None = None  # merges packs (`upkeep`)
-        self._merge_job: tuple[Future[_Merged], int, list[str]] | None = None
         self._owner = threading.get_ident()
         self._external = external_identity
         self._user: tuple[float, Identity | None] | None = None  # (user_identity, read at)
@@ -229,13 +223,10 @@ class Workspace:
         if not self._pack_dir.is_dir():  # libgit2 watches only a pack folder it saw at open
             self._pack_dir.mkdir()
             fsync_dir(self._pack_dir.parent)
-        self._staging = packs.Staging(None)
+        self.pack_upkeep = Upkeep(self.gitdir, repo)  # (its staging: objects not landed)
         self._writer = packs.object_writer(self._staging, repo)  # new trees and commits
         self._builders = trees.Builders()  # the writer's, by the tree each holds
-        self._reopen_objects(retired=False)  # (opening drops them: `_recover`)
-        self._levels: list[list[str]] = [[]]  # the packs this store wrote, by merge level
-        self._pack_lock = threading.Lock()  # maintenance() and the writer's merges
-        self._odb_stale = False  # maintenance() removed packs the repository still lists
+        self.pack_upkeep.reopen_objects(retired=False)  # (opening drops them: `_recover`)
 
     # opening ------------------------------------------------------------------------------
     @classmethod
@@ -359,8 +350,7 @@ class Workspace:
                 self._settling[0].close()
             if self._index_thread is not None:
                 self._index_thread.shutdown(wait=True)
-            if self._merge_thread is not None:
-                self._merge_thread.shutdown(wait=True)  # a merge's files are not left half made
+            self.pack_upkeep.close()
             self._closed = True
             self._journal.close()
             self._side.close()
@@ -777,8 +767,8 @@ class Workspace:
         else:
             self.flush_index()
         self.upkeep(wait=not background)
-        if self._odb_stale:
-            self._reopen_objects()
+        if self.pack_upkeep.odb_stale:
+            self.pack_upkeep.reopen_objects()
 
     def upkeep(self, *, wait: bool = False) -> None:
         """Merge the store's packs once :data:`PACKS_PER_LEVEL` of a level piled up.
@@ -790,8 +780,22 @@ class Workspace:
         still keep a bounded number of packs).
         """
         self._check_thread()
-        self._collect_merge(block=False)
-        self._merge_packs(PACKS_PER_LEVEL, wait=wait)
+        self.pack_upkeep.collect_merge(block=False)
+        self.pack_upkeep.merge_packs(PACKS_PER_LEVEL, wait=wait)
+
+    def maintenance(self, *, min_objects: int = 1) -> PackReport:
+        return self.pack_upkeep.maintenance(min_objects=min_objects)
+
+    @property
+    def _staging(self) -> packs.Staging:
+        return self.pack_upkeep.staging
+
+    @property
+    def _levels(self) -> list[list[str]]:
+        return self.pack_upkeep.levels
+
+    def _merge_packs(self, at: int, *, wait: bool) -> None:
+        self.pack_upkeep.merge_packs(at, wait=wait)
 
     def flush_index(self) -> None:
         """Make the Git index agree with HEAD for every path mnoted committed (waiting the
@@ -945,17 +949,6 @@ class Workspace:
         self._side.clear_index_pending(
             [path for path, entry in entries.items() if now[path] == entry]
         )
-
-    def maintenance(self, *, min_objects: int = 1) -> PackReport:
-        """Pack loose objects, merge packs (any thread; uses its own Repository).
-        :class:`WorkspaceInvalid` if the Git directory is gone (its folder moved away)."""
-        if not self.gitdir.is_dir():
-            raise refs.gone(self.gitdir)
-        with self._pack_lock:
-            report = pack_loose_objects(self.gitdir, min_objects=min_objects)
-            if report.merged_packs:
-                self._odb_stale = True
-            return report
 
     def rebuild(self) -> None:
         """Recompute the sidecar (ids, revisions, history, idempotency) from Git history."""
@@ -1345,76 +1338,6 @@ class Workspace:
         folders = {self.root.joinpath(*step.path.split("/")).parent for step in entry.files}
         folders.add((self.gitdir / entry.branch).parent)
         durable.sync_paths(sorted(f for f in folders if f.is_dir()))
-
-    def _merge_packs(self, at: int, *, wait: bool) -> None:
-        """Merge a level of the store's packs that holds ``at`` packs or more into one pack
-        of the next level, on the merge thread; with ``wait``, every such level, waiting.
-
-        Skipped while :meth:`maintenance` runs (it merges packs itself); a failure only leaves
-        more packs, so it is logged, never raised to the commands that already landed.
-        A merge that ended is taken in by :meth:`upkeep` (the repository's objects are
-        opened again then, after the answers), or here when a level is full.
-        """
-        while True:
-            level = next((i for i, names in enumerate(self._levels) if len(names) >= at), None)
-            if level is None:
-                return
-            if self._merge_job is None:
-                names, self._levels[level] = self._levels[level], []
-                self._merge_job = (self._merger().submit(self._merge, names), level, names)
-            if not wait or not self._collect_merge(block=True):
-                return
-
-    def _merge(self, names: list[str]) -> _Merged:
-        """On the merge thread: :func:`packs.merge_packs`; False if maintenance is running."""
-        if not self._pack_lock.acquire(blocking=False):
-            return False
-        try:
-            return packs.merge_packs(self._pack_dir, names)
-        finally:
-            self._pack_lock.release()
-
-    def _collect_merge(self, *, block: bool) -> bool:
-        """Take in a merge that ended (or wait for it with ``block``): the merged pack joins
-        the next level and the repository forgets the packs merged away. False if it failed
-        or was skipped (its packs go back to their level) or none had ended."""
-        if self._merge_job is None or not (block or self._merge_job[0].done()):
-            return False
-        job, level, names = self._merge_job
-        self._merge_job = None
-        try:
-            done = job.result()
-        except (OSError, ValueError) as exc:
-            log.warning("merging packs failed (they stay as they are): %s", exc)
-            done = False
-        if done is False:
-            self._levels[level][:0] = names
-            return False
-        if isinstance(done, tuple):
-            if level + 1 == len(self._levels):
-                self._levels.append([])
-            self._levels[level + 1].append(done[0])
-        self._reopen_objects()
-        return True
-
-    def _reopen_objects(self, *, retired: bool = True) -> None:
-        """Give the repository a fresh object database: libgit2 keeps listing (and holding
-        open) packs that were merged away, and would search them on every miss. With
-        ``retired``, those packs are deleted next, on the merge thread (:func:`packs.retire`
-        says why not before)."""
-        self._odb_stale = False
-        self._staging = packs.Staging(self._staging)  # a backend belongs to one database
-        odb = pygit2.Odb(trees.pinned(str(self.gitdir / "objects")))
-        odb.add_backend(self._staging, _STAGING_PRIORITY)
-        self._repo.set_odb(odb)
-        if retired:
-            self._merger().submit(packs.drop_retired, self._pack_dir)
-
-    def _merger(self) -> ThreadPoolExecutor:
-        """The merge thread (started the first time)."""
-        if self._merge_thread is None:
-            self._merge_thread = ThreadPoolExecutor(1, thread_name_prefix="mnoted-packs")
-        return self._merge_thread
 
     @contextlib.contextmanager
     def group(self) -> Iterator[None]:
