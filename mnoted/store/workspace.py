@@ -57,22 +57,18 @@ from mnoted.store import (
     treediff,
     trees,
 )
-from mnoted.store.atomic import fsync_dir, make_dirs, remove_temp_files, write_atomic
+from mnoted.store.atomic import fsync_dir, remove_temp_files
+from mnoted.store.authors import Authors
 from mnoted.store.bootstrap import (
     EXTERNAL_ACTOR,
+    adopt,
     check_repository,
-    identity_from_config,
     take_process_lock,
     unfinished_operation,
-    user_identity,
 )
 from mnoted.store.config import (
     CONFIG_PATH,
     WorkspaceConfig,
-    config_text,
-    lacks_id,
-    new_workspace_id,
-    render,
 )
 from mnoted.store.external import External
 from mnoted.store.facades import Idempotency, KeyValue
@@ -90,7 +86,6 @@ from mnoted.store.model import (
     IdempotencyRecord,
     Identity,
 )
-from mnoted.store.paths import resolve
 from mnoted.store.planning import (
     Target,
     plan,
@@ -105,17 +100,12 @@ from mnoted.store.settle import Settling
 from mnoted.store.sidecar import Sidecar
 from mnoted.store.statcache import Key, StatCache
 from mnoted.store.statedir import PRIVATE_DIR, STATE_DIR, state_dir
-from mnoted.store.template import merged_gitignore, template_files
 from mnoted.store.upkeep import Upkeep
 from mnoted.store.worktree import FileWrites, disk_file, materialize
 
 SIDECAR_NAME = "state.sqlite3"
 PROCESS_LOCK = "daemon.lock"
 COMMITTER = Identity("mnoted", indexer.COMMITTER_EMAIL)
-OWNER_ACTOR = "owner"
-"""The owner's actor id (``service.actors.OWNER_ID``): their commits carry their Git identity."""
-IDENTITY_SECONDS = 5.0
-"""How long the person's Git identity, once read, is used before it is read again."""
 _CAS_ATTEMPTS = 5
 SETTLE_WAIT = 0.5
 """How long a check of the disk waits for a file being written by someone else to settle
@@ -170,8 +160,7 @@ class Workspace:
         self._index_thread: ThreadPoolExecutor | None = None
         self._index_next = 0.0  # (monotonic) no background refresh before (INDEX_SHARE)
         self._owner = threading.get_ident()
-        self._external = external_identity
-        self._user: tuple[float, Identity | None] | None = None  # (user_identity, read at)
+        self.authors = Authors(repo, external_identity)
         self.heads = Heads(
             self.gitdir, repo, side, COMMITTER.email, lambda: self._group is not None
         )
@@ -244,42 +233,7 @@ class Workspace:
         only gains the template files it lacks (its ``.gitignore`` gets mnoted's lines
         appended). Idempotent.
         """
-        root = Path(path).expanduser()
-        try:
-            root.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise WorkspaceInvalid(f"cannot create the folder {root}: {exc.strerror}") from exc
-        root = root.resolve()
-        if not (root / ".git").exists():
-            pygit2.init_repository(str(root), initial_head="main")
-        repo = check_repository(root)
-        unborn = repo.head_is_unborn
-        has_notes = any(p.suffix.lower() == ".md" for p in root.iterdir() if p.is_file())
-        del repo
-        written: list[str] = []
-        for rel, data in template_files().items():
-            target = root / rel
-            if rel == CONFIG_PATH:
-                # the workspace's own config, or the template's; either gets an id if it
-                # has none (a config copied from the template, or written by hand)
-                text = config_text(root) if target.exists() else data.decode("utf-8")
-                if not lacks_id(text):
-                    WorkspaceConfig.parse(text, str(target))  # (what else is wrong in it)
-                    continue
-                text = render(text, new_workspace_id())
-                WorkspaceConfig.parse(text, str(target))  # (the id went where TOML reads it)
-                data = text.encode("utf-8")
-            elif rel == ".gitignore" and target.exists():
-                data = merged_gitignore(target.read_bytes(), data)
-                if data == target.read_bytes():
-                    continue
-            elif target.exists() or (rel.lower().endswith(".md") and (has_notes or not unborn)):
-                continue
-            if not rel.startswith(".mnote/"):
-                resolve(root, rel)  # refuses a planted symlink at a template path
-            make_dirs(root, target.parent)
-            write_atomic(target, data)
-            written.append(rel)
+        root, unborn, written = adopt(path)
         ws = cls.open(root, external_identity=external_identity, lock_wait=lock_wait)
         try:
             # a repository without commits starts with everything in the folder
@@ -955,6 +909,12 @@ class Workspace:
         self.refresh()
         indexer.rebuild(self._repo, self._side, self._head, self._branch)
 
+    def user_identity(self) -> Identity | None:
+        return self.authors.user_identity()
+
+    def _author(self, meta: CommandMeta) -> pygit2.Signature:
+        return self.authors.signature(meta)
+
     # internals ----------------------------------------------------------------------------
     def _check_thread(self) -> None:
         if self._closed:
@@ -1481,17 +1441,6 @@ class Workspace:
         paths = self._side.paths_of_commit(rec.commit)
         return CommitResult(rec.commit, rec.command_id, parent, tuple(paths), replayed=True)
 
-    def user_identity(self) -> Identity | None:
-        """The person's Git identity (``user.name``, ``user.email``), or None if unset;
-        read from Git's config again after :data:`IDENTITY_SECONDS` (a read costs about as
-        much as a tenth of a small write)."""
-        if self._external is not None:
-            return self._external
-        now = time.monotonic()
-        if self._user is None or now - self._user[0] > IDENTITY_SECONDS:
-            self._user = (now, user_identity(self._repo))
-        return self._user[1]
-
     def land_commit(
         self, commit: str, *, expect: str | None, command_id: str
     ) -> CommitResult | None:
@@ -1560,21 +1509,6 @@ class Workspace:
 
         self._finish(*landed, record)
         return staged.result
-
-    def _author(self, meta: CommandMeta) -> pygit2.Signature:
-        if meta.author is not None:
-            ident = meta.author
-        elif meta.actor == EXTERNAL_ACTOR:
-            ident = self._external or identity_from_config(self._repo)
-        elif meta.actor == OWNER_ACTOR:  # (the person: `git log --author` finds their edits)
-            ident = self.user_identity() or Identity(OWNER_ACTOR, f"{OWNER_ACTOR}@mnote.local")
-        else:
-            safe = "".join(c for c in meta.actor if c.isalnum() or c in "-_.") or "agent"
-            ident = Identity(meta.actor, f"{safe}@mnote.local")
-        # every name cleaned, whatever made it (a token from before actor ids were checked,
-        # a Git config, a grant's)
-        name = message.signature_name(ident.name) or ident.email.partition("@")[0] or "mnoted"
-        return pygit2.Signature(name, ident.email)
 
 
 class _Unsettled(Exception):
