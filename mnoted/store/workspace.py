@@ -14,6 +14,12 @@ the journal. Inside :meth:`Workspace.group` commands are staged one on another a
 together (one pack of their objects, one journal entry, one compare-and-swap, their files
 synced together). The Git
 index is refreshed for those paths when the daemon is idle (:meth:`Workspace.idle`).
+
+The workspace composes collaborators that own their state and never import this module:
+:class:`~mnoted.store.heads.Heads` (the branch and its commit), :class:`~mnoted.store.reads.Reads`,
+:class:`~mnoted.store.external.External` (edits made outside mnoted) and
+:class:`~mnoted.store.upkeep.Upkeep` (packs); it keeps the landing, groups, recovery and the
+Git index's refresh (``docs/store.md``, *Inside a workspace*).
 """
 
 from __future__ import annotations
