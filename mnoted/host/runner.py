@@ -34,6 +34,7 @@ from mnoted.service.review import close_store, store_of
 from mnoted.store import Maintainer, Workspace, search_index
 from mnoted.store.config import CONFIG_PATH
 from mnoted.store.reviews import ReviewStore
+from mnoted.store.statcache import stamp_of
 from mnoted.sync import (
     ABSENT,
     DebounceConfig,
@@ -294,10 +295,9 @@ class WorkspaceRunner(ExternalEdits):
         second, when idle or between groups; a stat call when nothing changed."""
         assert self.ws is not None
         try:
-            st = os.stat(self.root / CONFIG_PATH)
+            seen = stamp_of(os.stat(self.root / CONFIG_PATH))
         except OSError:
             return
-        seen = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         previous, self._config_seen = self._config_seen, seen
         if previous == seen:
             return

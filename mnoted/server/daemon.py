@@ -53,6 +53,7 @@ from mnoted.service.events import EventBus
 from mnoted.service.executor import failure
 from mnoted.store.config import know_tools
 from mnoted.store.settings import Setting, read_table, unknown_keys
+from mnoted.store.statcache import stamp_of
 
 log = logging.getLogger("mnoted")
 
@@ -269,10 +270,9 @@ class Daemon:
         if path is None:
             return self.token
         try:
-            st = os.stat(path)
+            stamp = stamp_of(os.stat(path))
         except OSError:
             return self.token
-        stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         if stamp != self._owner_stamp:
             try:
                 fresh = path.read_text(encoding="utf-8").strip()

@@ -260,8 +260,8 @@ def test_the_watchers_repository_keeps_no_pack_merged_away(
             ws.apply(CommandMeta("x", actor="hermes"), [Write("p.md", b"v%d\n" % i)])
             assert not rules("drafts/kept.md")  # tracked (read in HEAD's newest pack)
             ws.upkeep(wait=True)
-        assert ws._merge_thread is not None
-        ws._merge_thread.submit(lambda: None).result()  # after the deletes queued
+        assert ws.pack_upkeep.merge_thread is not None
+        ws.pack_upkeep.merge_thread.submit(lambda: None).result()  # after the deletes queued
         assert list(packs.retired_dir(ws.gitdir / "objects" / "pack").iterdir()) == []
         assert not rules("drafts/kept.md")
         assert rules("drafts/new.md")
