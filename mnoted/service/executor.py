@@ -59,7 +59,7 @@ from mnoted.store import (
     DocRef,
     IdempotencyRecord,
     Move,
-    Workspace,
+    WorkspaceApi,
     Write,
 )
 from mnoted.store.paths import normalize
@@ -118,7 +118,7 @@ class WritePlan:
     loaded: LoadedPage | None = None
     edit: EditResult | None = None
     document: DocRef | None = None
-    after_commit: Callable[[Workspace, str], dict[str, Any]] | None = None
+    after_commit: Callable[[WorkspaceApi, str], dict[str, Any]] | None = None
     # Paths whose bytes on disk are the change (a file grant's release), committed as is.
     from_disk: list[str] = field(default_factory=list)
 
@@ -131,7 +131,7 @@ class Call:
     request: ToolRequest
     args: Any
     actor: Actor
-    ws: Workspace
+    ws: WorkspaceApi
     service: Service
     now: float
     loaded: list[LoadedPage] = field(default_factory=list)  # the pages it read, in order
@@ -353,21 +353,21 @@ class Service:
         reads: readcache.ReadCache | None = None,
         events: EventBus | None = None,
     ) -> None:
-        self.ws: Workspace | None = None
+        self.ws: WorkspaceApi | None = None
         self.pages = pages if pages is not None else PageCache()
         self.reads = reads if reads is not None else readcache.ReadCache()
         self.events = events if events is not None else EventBus()
         self.clock = clock
         self.review_store: ReviewStore | None = None  # opened on first use: service.review
 
-    def add(self, ws: Workspace) -> None:
+    def add(self, ws: WorkspaceApi) -> None:
         """Serve ``ws`` (a service serves one workspace; binding another is a bug)."""
         if self.ws is not None and self.ws is not ws:
             raise ValueError(f"this service serves {self.ws.workspace_id}, not {ws.workspace_id}")
         self.ws = ws
 
     @staticmethod
-    def groupable(raw: Any, actor: Actor, ws: Workspace) -> bool:
+    def groupable(raw: Any, actor: Actor, ws: WorkspaceApi) -> bool:
         """Whether a call may land in a group with others (:meth:`Workspace.group`).
 
         Its tool's effects must all be in the store, and a write must not become a review
@@ -523,7 +523,7 @@ class Service:
                 self.reads.put(call.actor, _read_key(call), readcache.Answer(basis, path, body))
         return body
 
-    def _workspace(self, request: ToolRequest, actor: Actor) -> Workspace:
+    def _workspace(self, request: ToolRequest, actor: Actor) -> WorkspaceApi:
         """This service's workspace, if the call and its caller may have it."""
         ws = self.ws
         if ws is None:
@@ -661,6 +661,11 @@ class Service:
             commit = ws.apply(meta, plan.changes)
             if not commit.replayed:
                 read_back(ws, plan, commit)
+            if commit.planned is not None:
+                result.setdefault("warnings", []).append(
+                    f"saved by someone else as it landed (commit {commit.parent}): the write "
+                    f"was applied again on their save, as commit {commit.commit}"
+                )
         if commit.replayed:  # (the store's own check; the one above normally answers)
             record = ws.idempotency.check(key, digest, call.actor.actor_id) if key else None
             if record is not None:
@@ -748,7 +753,7 @@ class Service:
 
     def landed(
         self,
-        ws: Workspace,
+        ws: WorkspaceApi,
         plan: WritePlan,
         commit: CommitResult,
         *,
@@ -856,7 +861,7 @@ def _keep(call: Call, key: str, digest: str, response: ToolResponse) -> None:
     call.ws.idempotency.record(key, digest, (b"{%s}" % call.kept).decode(), call.actor.actor_id)
 
 
-def approval_required(actor: Actor, ws: Workspace, spec: ToolSpec) -> bool:
+def approval_required(actor: Actor, ws: WorkspaceApi, spec: ToolSpec) -> bool:
     """Whether ``actor``'s writes with ``spec`` wait for a person (the approval mode)."""
     mode = ws.config.approval_mode
     return not actor.is_owner and (
@@ -874,7 +879,7 @@ def needs_review(call: Call, plan: WritePlan) -> bool:
     return approval_required(call.actor, call.ws, call.spec)
 
 
-def target_path(ws: Workspace, ref: str) -> str | None:
+def target_path(ws: WorkspaceApi, ref: str) -> str | None:
     """The workspace path a page reference names (its documentId's path, or the path
     itself), from the registry alone; None if it names none."""
     try:
@@ -1002,7 +1007,7 @@ def _committed_before(
     )
 
 
-def read_back(ws: Workspace, plan: WritePlan, commit: CommitResult) -> None:
+def read_back(ws: WorkspaceApi, plan: WritePlan, commit: CommitResult) -> None:
     """Seed 003 §3.3: a write is reported applied only once its commit is read back and
     holds what was planned: each written path's bytes in the commit are the planned bytes
     (as Git stores them: line endings and ``$Id$`` cleaned), so the page aggregate read
@@ -1010,7 +1015,7 @@ def read_back(ws: Workspace, plan: WritePlan, commit: CommitResult) -> None:
     for change in plan.changes:
         if not isinstance(change, Write):
             continue
-        found = ws.blob_at(commit.commit, change.path)
+        found = ws.blob_at(commit.planned or commit.commit, change.path)
         if found is None or (
             found[1] != change.data and _as_stored(found[1]) != _as_stored(change.data)
         ):
