@@ -150,6 +150,7 @@ def attach(runner: WorkspaceRunner, config: SyncConfig | None = None) -> RemoteS
             sync.committed()
 
     sync.unsubscribe = service.events.subscribe(on_event)  # type: ignore[attr-defined]
+    runner.idle_hooks.append(sync.poke)  # (a remote added by `git remote add`)
     sync.start()
     return sync
 

@@ -90,6 +90,7 @@ class WorkspaceRunner(ExternalEdits):
         self._maintainer: Maintainer | None = None
         self._index_flushed = time.monotonic()
         self._forgot_at: float | None = None  # (first at the first idle moment)
+        self.idle_hooks: list[Callable[[], object]] = []  # run at each idle tick (a second)
         self._held: _Job | None = None  # a job taken from the queue that ended a group
         self._config_seen: tuple[int, ...] | None = None  # stat data of .mnote/config.toml
 
@@ -322,6 +323,8 @@ class WorkspaceRunner(ExternalEdits):
             else:
                 self.ws.refresh_index_soon()  # takes in the one started, if it ended
             self._check_config()
+            for hook in self.idle_hooks:
+                hook()
             now = time.monotonic()
             if self._forgot_at is None or now - self._forgot_at >= self.config.forget_every:
                 self._forgot_at = now

@@ -113,19 +113,52 @@ class RemoteSync:
         self._wanted: list[threading.Event] = []
         self._stopping = False
         self._running = False
-        self._thread = threading.Thread(
-            target=self._loop, name=f"mnoted-sync-{root.name}", daemon=True
-        )
+        self._started = False
+        self._thread: threading.Thread | None = None  # the loop, while there is a remote
 
     # -- control ------------------------------------------------------------------------------
     def start(self) -> None:
-        self._thread.start()
+        """Sync from now on: the loop runs while the repository has a remote (or the
+        workspace config names one); :meth:`poke` starts it again once one appears."""
+        with self._lock:
+            self._started = True
+        self.poke()
+
+    def poke(self) -> None:
+        """Start the loop if it is not running and there is a remote to sync with. Cheap
+        (one small file read): the runner calls it when idle, :meth:`committed` at each
+        commit, so a remote added by ``git remote add`` is noticed within a second."""
+        if self._thread is None and self._has_remote():
+            self._ensure_loop()
+
+    def _ensure_loop(self) -> None:
+        with self._lock:
+            if self._thread is not None or self._stopping or not self._started:
+                return
+            self._next_fetch = min(self._next_fetch, self._clock())
+            self._thread = threading.Thread(
+                target=self._loop, name=f"mnoted-sync-{self.root.name}", daemon=True
+            )
+            self._thread.start()
+
+    def _has_remote(self) -> bool:
+        """Whether there may be a remote: the workspace config names one, or Git's config has
+        a remote section (or includes another file, or cannot be read: the loop finds out)."""
+        if self._settings().url:
+            return True
+        try:
+            text = (self.root / ".git" / "config").read_bytes()
+        except OSError:
+            return True
+        return b"[remote" in text or b"[include" in text
 
     def stop(self) -> None:
         with self._lock:
             self._stopping = True
             self._lock.notify_all()
-        self._thread.join(timeout=5)
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout=5)
 
     def committed(self) -> None:
         """A local commit landed: push once commits pause (debounced)."""
@@ -136,6 +169,7 @@ class RemoteSync:
                 self._push_first = now
             self._push_at = min(now + delay, self._push_first + self.config.push_max_delay)
             self._lock.notify_all()
+        self.poke()
 
     def sync_now(self, *, resume: bool = False, timeout: float = 120.0) -> dict[str, Any]:
         """Run a cycle now (``resume``: clear a stop after a rewritten remote) and return the
@@ -149,6 +183,7 @@ class RemoteSync:
                 self._save()
             self._wanted.append(done)
             self._lock.notify_all()
+        self._ensure_loop()
         done.wait(timeout)
         return self.status()
 
@@ -194,7 +229,11 @@ class RemoteSync:
     # -- the loop -------------------------------------------------------------------------------
     def _loop(self) -> None:
         while True:
+            idle = not self._has_remote()
             with self._lock:
+                if idle and not self._wanted:  # (no remote: no thread, until poke finds one)
+                    self._thread = None
+                    return
                 while not self._stopping:
                     now = self._clock()
                     due = [self._next_fetch]

@@ -31,7 +31,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -165,7 +165,6 @@ class Workspace:
         self._index = gitindex.GitIndex(self.gitdir)
         # A refresh of the Git index running on a thread of its own, and what it sets.
         self._index_job: tuple[Future[float], dict[str, gitindex.Entry]] | None = None
-        self._index_thread: ThreadPoolExecutor | None = None
         self._index_next = 0.0  # (monotonic) no background refresh before (INDEX_SHARE)
         self._owner = threading.get_ident()
         self.authors = Authors(repo, external_identity)
@@ -310,8 +309,9 @@ class Workspace:
         finally:
             if self._settling is not None:
                 self._settling[0].close()
-            if self._index_thread is not None:
-                self._index_thread.shutdown(wait=True)
+            if self._index_job is not None:
+                with contextlib.suppress(Exception):  # (its errors were logged by the thread)
+                    self._index_job[0].result()
             self.pack_upkeep.close()
             self._closed = True
             self._journal.close()
@@ -794,9 +794,16 @@ class Workspace:
         entries = self._pending_entries()
         if not entries:
             return
-        if self._index_thread is None:
-            self._index_thread = ThreadPoolExecutor(1, thread_name_prefix="mnoted-index")
-        job = self._index_thread.submit(self._refresh_timed, entries)
+        job: Future[float] = Future()
+        job.set_running_or_notify_cancel()
+
+        def run() -> None:  # (a thread of its own while it runs: refreshes are rare)
+            try:
+                job.set_result(self._refresh_timed(entries))
+            except BaseException as exc:
+                job.set_exception(exc)
+
+        threading.Thread(target=run, name="mnoted-index", daemon=True).start()
         self._index_job = (job, entries)
 
     def _refresh_timed(self, entries: dict[str, gitindex.Entry]) -> float:

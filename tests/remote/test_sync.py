@@ -492,3 +492,31 @@ def test_every_page_pushed_is_noted_in_bounded_jobs(
     assert len(calls) >= 4  # (7 pages, 2 a job, and one that noted nothing)
     assert b.sync.cycle()
     assert {path: block_ids(b, path) for path in decided} == decided
+
+
+def test_the_loop_runs_only_while_there_is_a_remote(tmp_path: Path) -> None:
+    """No remote: no thread (a thread per workspace would idle for nothing). A remote added
+    with `git remote add` is noticed at the next poke (the writer's idle tick); removed
+    again, the loop ends after its next cycle. (The cycles themselves are the other tests'
+    business: here they run off the workspace's thread and only record an error.)"""
+    bare = tmp_path / "remote.git"
+    run_git(tmp_path, "init", "--bare", "-b", "main", str(bare))
+    a = Device(tmp_path / "a", "laptop")
+    try:
+        a.write("plan.md", "# Plan\n")
+        a.sync.start()
+        a.sync.poke()
+        assert a.sync._thread is None
+        run_git(a.root, "remote", "add", "origin", bare.as_uri())
+        a.sync.poke()
+        thread = a.sync._thread
+        assert thread is not None and thread.is_alive()
+        a.sync.sync_now()
+        assert thread.is_alive()
+        run_git(a.root, "remote", "remove", "origin")
+        a.sync.sync_now()
+        thread.join(timeout=30)
+        assert not thread.is_alive() and a.sync._thread is None
+    finally:
+        a.sync.stop()
+        a.ws.close()
