@@ -27,11 +27,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -46,18 +44,14 @@ from mnoted.errors import (
     InvalidArguments,
     LockBusy,
     MnoteError,
-    PathRejected,
     StorageError,
     WorkspaceInvalid,
 )
 from mnoted.store import (
     durable,
     faults,
-    gitindex,
     gitlock,
     indexer,
-    indexfile,
-    indexstat,
     message,
     packs,
     reapply,
@@ -82,6 +76,7 @@ from mnoted.store.external import External
 from mnoted.store.facades import Idempotency, KeyValue
 from mnoted.store.filters import Clean, Filters
 from mnoted.store.heads import Heads
+from mnoted.store.indexkeeper import IndexKeeper, IndexWrite
 from mnoted.store.journal import Entry, FileStep, Journal
 from mnoted.store.maintenance import PackReport
 from mnoted.store.model import (
@@ -109,7 +104,7 @@ from mnoted.store.sidecar import Sidecar
 from mnoted.store.statcache import Key, StatCache
 from mnoted.store.statedir import PRIVATE_DIR, STATE_DIR, state_dir
 from mnoted.store.upkeep import Upkeep
-from mnoted.store.worktree import FileWrites, disk_file, materialize
+from mnoted.store.worktree import FileWrites, materialize
 
 SIDECAR_NAME = "state.sqlite3"
 PROCESS_LOCK = "daemon.lock"
@@ -124,13 +119,6 @@ OBJECT_CACHE_BYTES = 16 << 20
 is reached by a daemon that writes: every write makes new trees, each cached when read, and
 a cached tree takes about three times its size in memory). HEAD's trees of a large
 workspace fit in it."""
-INDEX_SHARE = 0.05
-"""The most of the time background refreshes of the Git index may take while commands keep
-coming: after one that took ``t`` seconds, the next starts no sooner than ``t / INDEX_SHARE``
-seconds after it began. Git's index is rewritten whole, and the writer starts a refresh
-whenever it has waited a moment for a command: without this bound, an agent writing just
-slower than that would have the whole index rewritten after each of its writes, in a large
-workspace most of the time (``docs/store.md``, *The Git index*)."""
 PACKS_PER_LEVEL = 16
 """The store's own packs are merged by sixteen: sixteen landings' packs into one, sixteen of
 those into one, ... so a daemon that never idles keeps a few dozen packs, not thousands."""
@@ -162,10 +150,6 @@ class Workspace:
         self._lock_fd = lock_fd
         self._lock_wait = lock_wait
         self._journal = Journal(self.state_dir)
-        self._index = gitindex.GitIndex(self.gitdir)
-        # A refresh of the Git index running on a thread of its own, and what it sets.
-        self._index_job: tuple[Future[float], dict[str, gitindex.Entry]] | None = None
-        self._index_next = 0.0  # (monotonic) no background refresh before (INDEX_SHARE)
         self._owner = threading.get_ident()
         self.authors = Authors(repo, external_identity)
         self.heads = Heads(
@@ -211,9 +195,16 @@ class Workspace:
             flush_index=self.flush_index,
             check=self._check_thread,
         )
-        # .git/index as the store last wrote or read it (its stamp), patched at each landing
-        self._index_file: tuple[object, indexfile.IndexFile] | None = None
-        self._synced: dict[str, gitindex.Entry] = {}  # entries set at landings, still pending
+        self.git_index = IndexKeeper(
+            root,
+            repo,
+            side,
+            self.external,
+            self._stats,
+            head_tree=self._head_tree,
+            check=self._check_thread,
+            lock_wait=lock_wait,
+        )
         # New objects stay in memory until they land as one pack (store.packs).
         self._pack_dir = self.gitdir / "objects" / "pack"
         if not self._pack_dir.is_dir():  # libgit2 watches only a pack folder it saw at open
@@ -309,9 +300,7 @@ class Workspace:
         finally:
             if self._settling is not None:
                 self._settling[0].close()
-            if self._index_job is not None:
-                with contextlib.suppress(Exception):  # (its errors were logged by the thread)
-                    self._index_job[0].result()
+            self.git_index.close()
             self.pack_upkeep.close()
             self._closed = True
             self._journal.close()
@@ -398,31 +387,7 @@ class Workspace:
         saved meanwhile are committed once it has ended.
         """
         self._check_thread()
-        return unfinished_operation(self._repo) or self._index_conflicts()
-
-    def _index_conflicts(self) -> tuple[str, str] | None:
-        """Unmerged entries in Git's index, as an operation under way: Git writes a merge's
-        conflicts into the index and the files before it records ``MERGE_HEAD``, and a
-        stash pop or a ``git apply --3way`` leaves them with no state file at all. Git's own
-        ``commit`` refuses then; so does mnoted. The index is parsed again only when someone
-        else wrote it (its stamp differs from the one this store wrote last)."""
-        index_path = self.gitdir / "index"
-        stamp = indexstat.stamp(index_path)
-        if stamp is None:
-            return None
-        kept = self._index_file
-        if kept is None or kept[0] != stamp:
-            try:
-                index = indexfile.IndexFile.parse(index_path.read_bytes())
-            except (indexstat.Unsupported, OSError, ValueError, struct.error):
-                return None  # (the landing falls back to libgit2's refresh for such an index)
-            self._index_file = kept = (stamp, index)
-        if not kept[1].conflicted:
-            return None
-        return (
-            "resolving merge conflicts (unmerged entries in the Git index)",
-            "resolve them and commit, or abort: git merge --abort (or git reset --merge)",
-        )
+        return unfinished_operation(self._repo) or self.git_index.conflicts()
 
     def refresh(self) -> bool:
         """Notice a HEAD moved by someone else (``git commit/pull/checkout``); re-index.
@@ -514,27 +479,6 @@ class Workspace:
     def clean_filter(self, run: Clean | None) -> None:
         self._filters.run = run
 
-    def _index_refreshed(self, entries: dict[str, gitindex.Entry]) -> None:
-        """Carry the parsed index over a refresh of these entries instead of parsing it again (a
-        cost in proportion to the workspace), if the refresh started from the file it was parsed
-        from."""
-        written = self._index.last_write
-        if written is not None:
-            self._carry_index(written[0], written[1], entries)
-
-    def _carry_index(
-        self, before: object, after: object, entries: dict[str, gitindex.Entry]
-    ) -> None:
-        """:meth:`_index_refreshed` of a write of the index from ``before`` to ``after``."""
-        if self._index_cache is None or self._index_cache[0] != before:
-            return
-        changes: dict[str, tuple[int, bytes] | None] = {}
-        for path, entry in entries.items():
-            changes[path] = None if entry is None else (entry[1], bytes.fromhex(entry[0]))
-        index = self._index_cache[1]
-        index.update(changes)
-        self._index_cache = (after, index)
-
     # external edits (store.external) ------------------------------------------------------
     def scan_changes(
         self,
@@ -562,14 +506,6 @@ class Workspace:
         """The paths the last :meth:`commit_external` left alone: being written by someone
         else (open for writing, or changed a moment ago) for longer than it waited."""
         return self.external.unsettled
-
-    @property
-    def _index_cache(self) -> tuple[object, indexstat.IndexStat] | None:
-        return self.external.index_cache
-
-    @_index_cache.setter
-    def _index_cache(self, cache: tuple[object, indexstat.IndexStat] | None) -> None:
-        self.external.index_cache = cache
 
     # writing ------------------------------------------------------------------------------
     def apply(self, meta: CommandMeta, changes: Sequence[Change]) -> CommitResult:
@@ -760,186 +696,13 @@ class Workspace:
         self.pack_upkeep.merge_packs(at, wait=wait)
 
     def flush_index(self) -> None:
-        """Make the Git index agree with HEAD for every path mnoted committed (waiting the
-        store's lock wait for an ``index.lock`` held by someone else, then :class:`LockBusy`).
-        """
-        self._check_thread()
-        self._collect_index(block=True)
-        entries = self._pending_entries()
-        if not entries:
-            return
-        try:
-            self._index.refresh(entries, wait=self._lock_wait)
-        except OSError as exc:
-            raise StorageError(
-                f"the Git index could not be written: {exc.strerror or exc}", errno=exc.errno
-            ) from exc
-        self._index_written(entries)
+        """Make the Git index agree with HEAD for every path mnoted committed
+        (:meth:`IndexKeeper.flush`)."""
+        self.git_index.flush()
 
     def refresh_index_soon(self) -> None:
-        """Start :meth:`flush_index` on a thread of its own and return at once.
-
-        The daemon's writer uses it: rewriting the index costs in proportion to the workspace
-        (libgit2 writes it without holding the GIL), and on the writer's thread a write arriving
-        meanwhile would wait for it. A ``index.lock`` held by someone else is not waited for.
-        What it did is taken into account by the next call of either (the paths it set stay
-        pending until then, and those committed again since stay pending after). Called again
-        too soon after the last one (:data:`INDEX_SHARE`), it does nothing: the writer's idle
-        loop calls it again a second later.
-        """
-        self._check_thread()
-        self._collect_index(block=False)
-        if self._index_job is not None or time.monotonic() < self._index_next:
-            return
-        entries = self._pending_entries()
-        if not entries:
-            return
-        job: Future[float] = Future()
-        job.set_running_or_notify_cancel()
-
-        def run() -> None:  # (a thread of its own while it runs: refreshes are rare)
-            try:
-                job.set_result(self._refresh_timed(entries))
-            except BaseException as exc:
-                job.set_exception(exc)
-
-        threading.Thread(target=run, name="mnoted-index", daemon=True).start()
-        self._index_job = (job, entries)
-
-    def _refresh_timed(self, entries: dict[str, gitindex.Entry]) -> float:
-        """:meth:`GitIndex.refresh` on the index's thread; when the next may begin."""
-        began = time.monotonic()
-        self._index.refresh(entries, wait=0.0)
-        return began + (time.monotonic() - began) / INDEX_SHARE
-
-    def _pending_entries(self) -> dict[str, gitindex.Entry]:
-        """HEAD's entries for the paths whose Git index entry is still to be refreshed
-        (those a landing set already are no longer pending); while a Git operation is under
-        way, only those it leaves to mnoted (:meth:`_stale_beside_operation`)."""
-        entries = gitindex.entries_at(self._head_tree(), self._side.index_pending())
-        synced, self._synced = self._synced, {}
-        kept = self._index_file
-        if kept is None or kept[0] != indexstat.stamp(self.gitdir / "index"):
-            # Someone wrote the index since (a `git merge` writes what it read before the
-            # landing set these): they are set again.
-            synced = {}
-        done = [p for p, e in entries.items() if p in synced and synced[p] == e]
-        if done:
-            self._side.clear_index_pending(done)
-            for path in done:
-                del entries[path]
-        if entries and unfinished_operation(self._repo) is not None:
-            entries = self._stale_beside_operation(entries)
-        return entries
-
-    def _stale_beside_operation(
-        self, entries: dict[str, gitindex.Entry]
-    ) -> dict[str, gitindex.Entry]:
-        """Of the pending entries, while a merge (or the like) owns the index, those only
-        the index holds back: no conflict there, and the disk holding HEAD's version (a
-        landing that raced the merge's start; its abort refuses while the entry is stale).
-        A path the merge resolved or left in conflict is the merge's."""
-        index = self.external.index_stat()
-        out: dict[str, gitindex.Entry] = {}
-        for path, entry in entries.items():
-            if entry is None or path in index.unmerged:
-                continue
-            try:
-                found = disk_file(self.root, path, self._stats)
-            except PathRejected:
-                continue
-            if found is not None and found.blob == entry[0]:
-                out[path] = entry
-        return out
-
-    def _prepare_index(self, commit: str, paths: Iterable[str]) -> _IndexWrite | None:
-        """Write the Git index with the entries of the paths a landing writes set to
-        ``commit``'s, into ``index.lock``, while the landing waits for the disk;
-        :meth:`_install_index` renames it into place once the branch has moved. A person's
-        ``git status`` then never shows a staged reversion of the landing, nor does their
-        ``git commit`` commit one (``store.indexfile``). Where that cannot be done now
-        (someone's ``index.lock``, an index this patch does not handle) the paths stay
-        pending for the refresh in idle time: None."""
-        tree = self._repo[commit].peel(pygit2.Tree)
-        entries = gitindex.entries_at(tree, dict.fromkeys(paths))
-        if not entries:
-            return None
-        self._collect_index(block=False)
-        if self._index_job is not None:  # (it holds index.lock; its paths are set after it)
-            return None
-        index_path = self.gitdir / "index"
-        try:
-            held = gitlock.acquire(self.gitdir, index_path, wait=0.0, sync=False)
-        except (LockBusy, StorageError, OSError) as exc:
-            log.info("the Git index is refreshed later: %s", exc)
-            return None
-        try:
-            before = indexstat.stamp(index_path)
-            kept = self._index_file
-            self._index_file = None
-            if kept is not None and kept[0] == before:
-                index = kept[1]
-            else:
-                index = indexfile.IndexFile.parse(index_path.read_bytes())
-            if index.conflicted:  # (the person's conflicts: theirs to resolve, left alone)
-                raise indexstat.Unsupported("the Git index holds unmerged entries")
-            index.set(entries)
-            fd = os.open(held.lock, os.O_WRONLY | os.O_CLOEXEC)
-            try:
-                index.write(fd)
-            finally:
-                os.close(fd)
-        except (indexstat.Unsupported, OSError, ValueError, struct.error) as exc:
-            held.release()
-            log.info("the Git index is refreshed later: %s", exc)
-            return None
-        return _IndexWrite(held, before, index, entries)
-
-    def _install_index(self, prepared: _IndexWrite) -> None:
-        """Put a prepared index in place. The replaced file is closed on the fsync pool: its
-        last name gone, freeing its pages (megabytes at 100,000 files) would otherwise be paid
-        before the answer."""
-        index_path = self.gitdir / "index"
-        try:
-            replaced = os.open(index_path, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            replaced = None
-        try:
-            prepared.held.commit(sync=False)
-        except OSError as exc:
-            prepared.held.release()
-            log.info("the Git index is refreshed later: %s", exc)
-            return
-        finally:
-            if replaced is not None:
-                durable.close_later(replaced)
-        after = indexstat.stamp(index_path)
-        self._index_file = (after, prepared.index)
-        self._synced.update(prepared.entries)
-        self._carry_index(prepared.before, after, prepared.entries)
-
-    def _collect_index(self, *, block: bool) -> None:
-        """Take in a background refresh that ended (or wait for it with ``block``)."""
-        if self._index_job is None or not (block or self._index_job[0].done()):
-            return
-        job, entries = self._index_job
-        self._index_job = None
-        try:
-            self._index_next = job.result()
-        except (MnoteError, OSError) as exc:  # someone's index.lock, a full disk: later
-            log.info("the Git index was not refreshed in the background: %s", exc)
-            return
-        self._index_written(entries)
-
-    def _index_written(self, entries: dict[str, gitindex.Entry]) -> None:
-        """After a refresh: the parsed index carried over, and the paths still at the
-        entries set are no longer pending."""
-        self._index_refreshed(entries)
-        faults.point("index-written")
-        now = gitindex.entries_at(self._head_tree(), entries)
-        self._side.clear_index_pending(
-            [path for path, entry in entries.items() if now[path] == entry]
-        )
+        """:meth:`flush_index` on a thread of its own (:meth:`IndexKeeper.refresh_soon`)."""
+        self.git_index.refresh_soon()
 
     def rebuild(self) -> None:
         """Recompute the sidecar (ids, revisions, history, idempotency) from Git history."""
@@ -1127,7 +890,7 @@ class Workspace:
         names do: recovery drops a journaled commit whose objects are missing, and the
         branch moves only after all of them. ``meanwhile`` runs during the second wait (see
         :meth:`_sync_landing`), after the Git index is written beside its lock
-        (:meth:`_prepare_index`); the index is put in place once the branch has moved.
+        (:meth:`IndexKeeper.prepare`); the index is put in place once the branch has moved.
         """
         self._settle()  # (the one journal is the last landing's until its folders are synced)
         wrote_pack = len(self._staging) > 0
@@ -1157,11 +920,13 @@ class Workspace:
                 return None
             raise
         writes: FileWrites | None = None
-        prepared: _IndexWrite | None = None
+        prepared: IndexWrite | None = None
 
         def during() -> None:
             nonlocal prepared
-            prepared = self._prepare_index(last.result.commit, [p for s in staged for p in s.paths])
+            prepared = self.git_index.prepare(
+                last.result.commit, [p for s in staged for p in s.paths]
+            )
             if meanwhile is not None:
                 meanwhile()
 
@@ -1221,7 +986,7 @@ class Workspace:
                 writes.sync_folder_with(os.path.dirname(held.target))
             if prepared is not None:
                 installing, prepared = prepared, None
-                self._install_index(installing)
+                self.git_index.install(installing)
             faults.point("ref-updated")
         except BaseException as exc:
             if prepared is not None:  # (the branch did not move: the index stays as it was)
@@ -1681,16 +1446,6 @@ class Workspace:
         if raced:
             self._reapply_landed(raced, {step.path: commit for step in raced})
         return staged.result
-
-
-@dataclass(slots=True)
-class _IndexWrite:
-    """A Git index written into its lock file during a landing, to be put in place."""
-
-    held: gitlock.HeldLock
-    before: object  # the stamp of the index it was patched from
-    index: indexfile.IndexFile
-    entries: dict[str, gitindex.Entry]
 
 
 class _Unsettled(Exception):

@@ -20,6 +20,7 @@ from mnoted.host import runner as runner_module
 from mnoted.host.runner import RunnerConfig, WorkspaceRunner
 from mnoted.service import Actor, Service
 from mnoted.store import CommandMeta, Workspace, Write, faults, packs, workspace
+from mnoted.store.indexkeeper import IndexKeeper
 from tests.conftest import deleted_packs_held, needs_proc
 
 PLAN = "# Plan\n\nFirst paragraph.\n\nSecond paragraph.\n\nThird paragraph.\n"
@@ -438,7 +439,7 @@ def test_the_runner_outlives_a_failing_index_refresh(
     keeps serving, and the index is brought in step once the disk has room again. (The
     landing's own index update is switched off: its paths are left to the idle refresh, as
     when someone else holds ``index.lock`` at the landing.)"""
-    monkeypatch.setattr(Workspace, "_prepare_index", lambda self, commit, paths: None)
+    monkeypatch.setattr(IndexKeeper, "prepare", lambda self, commit, paths: None)
     root = runner.root
     faults.arm_error("index-written", errno.ENOSPC, times=3)
 

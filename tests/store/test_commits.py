@@ -21,8 +21,18 @@ from mnoted.errors import (
     TooLarge,
     WorkspaceInvalid,
 )
-from mnoted.store import CommandMeta, Delete, Identity, Move, Workspace, Write, dirfd, gitindex
-from mnoted.store import workspace as workspace_module
+from mnoted.store import (
+    CommandMeta,
+    Delete,
+    Identity,
+    Move,
+    Workspace,
+    Write,
+    dirfd,
+    gitindex,
+    indexkeeper,
+)
+from mnoted.store.indexkeeper import IndexKeeper
 from mnoted.store.workspace import OBJECT_CACHE_BYTES
 from tests.store.conftest import assert_clean, git
 
@@ -439,7 +449,7 @@ def test_the_index_refreshed_in_the_background_follows_head(
     files that a write no longer waits for). A write landing meanwhile is not held up, and
     its path, set to the older blob by that refresh, stays pending and is set next time.
     (Landings whose entries are not set at once: an index the store does not patch.)"""
-    monkeypatch.setattr(Workspace, "_prepare_index", lambda self, commit, paths: None)
+    monkeypatch.setattr(IndexKeeper, "prepare", lambda self, commit, paths: None)
     ws.apply(CommandMeta("page.create", actor="hermes"), [Write("p.md", b"v1\n")])
     ws.idle()
     ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("p.md", b"v2\n")])
@@ -486,8 +496,8 @@ def test_background_refreshes_take_a_bounded_share_of_the_time(
         done.set()
 
     monkeypatch.setattr(gitindex.GitIndex, "refresh", slow_refresh)
-    monkeypatch.setattr(Workspace, "_prepare_index", lambda self, commit, paths: None)
-    monkeypatch.setattr(workspace_module, "INDEX_SHARE", 0.1)  # the next >= 2 s after the first
+    monkeypatch.setattr(IndexKeeper, "prepare", lambda self, commit, paths: None)
+    monkeypatch.setattr(indexkeeper, "INDEX_SHARE", 0.1)  # the next >= 2 s after the first
     ws.apply(CommandMeta("page.create", actor="hermes"), [Write("p.md", b"v1\n")])
     ws.refresh_index_soon()
     assert done.wait(10)
@@ -497,7 +507,7 @@ def test_background_refreshes_take_a_bounded_share_of_the_time(
     assert not done.wait(0.3)
     assert len(began) == 1
     # (the gate follows the refresh's own duration, longer on a loaded machine: wait it out)
-    time.sleep(max(0.0, ws._index_next - time.monotonic()) + 0.05)
+    time.sleep(max(0.0, ws.git_index.next_refresh - time.monotonic()) + 0.05)
     ws.refresh_index_soon()
     assert done.wait(10)
     done.clear()

@@ -287,16 +287,16 @@ def test_the_parsed_index_is_carried_over_mnoted_refreshes(ws: Workspace) -> Non
     ws.apply(meta, [Write("a/x.md", b"x\n"), Write("b/y.md", b"y\n"), Write("c.md", b"c\n")])
     ws.idle()
     assert ws.scan_changes() == []
-    parsed = ws._index_cache
+    parsed = ws.external.index_cache
     ws.apply(meta, [Write("a/x.md", b"x2\n"), Delete("b/y.md"), Write("d/e/f.md", b"f\n")])
     ws.apply(meta, [Delete("c.md")])
     ws.apply(meta, [Write("c.md/inner.md", b"now a folder\n")])
     write(ws.root, "a/x.md", "edited outside\n")
     ws.idle()
-    assert ws._index_cache is not None and parsed is not None
-    assert ws._index_cache[1] is parsed[1]  # updated, not parsed again
+    assert ws.external.index_cache is not None and parsed is not None
+    assert ws.external.index_cache[1] is parsed[1]  # updated, not parsed again
     fresh = indexstat.load(ws.gitdir / "index")
-    carried = ws._index_cache[1]
+    carried = ws.external.index_cache[1]
     assert {p: (e[0], e[5]) for p, e in carried.entries.items()} == {
         p: (e[0], e[5]) for p, e in fresh.entries.items()
     }

@@ -1,0 +1,320 @@
+"""Git's index kept in step with HEAD for the paths mnoted commits.
+
+A commit that leaves ``.git/index`` alone shows as a staged reversion in ``git status``, and
+a person's ``git commit`` then would commit it. Each landing therefore sets its paths'
+entries (:meth:`IndexKeeper.prepare` while the landing waits for the disk,
+:meth:`IndexKeeper.install` once the branch has moved, ``store.indexfile``); where it cannot
+(someone's ``index.lock``, an index the patch does not handle) the paths stay *pending* in
+the sidecar and a refresh through libgit2 sets them in idle time (:meth:`IndexKeeper.flush`,
+or :meth:`IndexKeeper.refresh_soon` on a thread of its own). ``docs/store.md``, *The Git
+index*.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+from mnoted.errors import LockBusy, MnoteError, PathRejected, StorageError
+from mnoted.store import durable, faults, gitindex, gitlock, indexfile, indexstat
+from mnoted.store.bootstrap import unfinished_operation
+from mnoted.store.external import External
+from mnoted.store.sidecar import Sidecar
+from mnoted.store.statcache import StatCache
+from mnoted.store.worktree import disk_file
+
+log = logging.getLogger("mnoted.store")
+
+INDEX_SHARE = 0.05
+"""The most of the time background refreshes of the Git index may take while commands keep
+coming: after one that took ``t`` seconds, the next starts no sooner than ``t / INDEX_SHARE``
+seconds after it began. Git's index is rewritten whole, and the writer starts a refresh
+whenever it has waited a moment for a command: without this bound, an agent writing just
+slower than that would have the whole index rewritten after each of its writes, in a large
+workspace most of the time (``docs/store.md``, *The Git index*)."""
+
+
+@dataclass(slots=True)
+class IndexWrite:
+    """A Git index written into its lock file during a landing, to be put in place."""
+
+    held: gitlock.HeldLock
+    before: object  # the stamp of the index it was patched from
+    index: indexfile.IndexFile
+    entries: dict[str, gitindex.Entry]
+
+
+class IndexKeeper:
+    """The Git index of one workspace as the store keeps it: patched at landings, refreshed
+    for what stays pending. Used by the workspace's writer thread only (a refresh started
+    with :meth:`refresh_soon` runs on its own and is taken in by the next call)."""
+
+    def __init__(
+        self,
+        root: Path,
+        repo: pygit2.Repository,
+        side: Sidecar,
+        external: External,
+        stats: StatCache,
+        *,
+        head_tree: Callable[[], pygit2.Tree | None],
+        check: Callable[[], None],
+        lock_wait: float,
+    ) -> None:
+        self.root = root
+        self.gitdir = root / ".git"
+        self._repo = repo
+        self._side = side
+        self._external = external
+        self._stats = stats
+        self._head_tree = head_tree
+        self._check = check
+        self._lock_wait = lock_wait
+        self._git = gitindex.GitIndex(self.gitdir)
+        # A refresh running on a thread of its own, and what it sets.
+        self._job: tuple[Future[float], dict[str, gitindex.Entry]] | None = None
+        self.next_refresh = 0.0  # (monotonic) no background refresh before (INDEX_SHARE)
+        # .git/index as the store last wrote or read it (its stamp), patched at each landing
+        self._file: tuple[object, indexfile.IndexFile] | None = None
+        self._synced: dict[str, gitindex.Entry] = {}  # entries set at landings, still pending
+
+    def close(self) -> None:
+        """Wait for a refresh still running on its thread."""
+        if self._job is not None:
+            with contextlib.suppress(Exception):  # (its errors were logged by the thread)
+                self._job[0].result()
+
+    def conflicts(self) -> tuple[str, str] | None:
+        """Unmerged entries in Git's index, as an operation under way: Git writes a merge's
+        conflicts into the index and the files before it records ``MERGE_HEAD``, and a
+        stash pop or a ``git apply --3way`` leaves them with no state file at all. Git's own
+        ``commit`` refuses then; so does mnoted. The index is parsed again only when someone
+        else wrote it (its stamp differs from the one this store wrote last)."""
+        index_path = self.gitdir / "index"
+        stamp = indexstat.stamp(index_path)
+        if stamp is None:
+            return None
+        kept = self._file
+        if kept is None or kept[0] != stamp:
+            try:
+                index = indexfile.IndexFile.parse(index_path.read_bytes())
+            except (indexstat.Unsupported, OSError, ValueError, struct.error):
+                return None  # (the landing falls back to libgit2's refresh for such an index)
+            self._file = kept = (stamp, index)
+        if not kept[1].conflicted:
+            return None
+        return (
+            "resolving merge conflicts (unmerged entries in the Git index)",
+            "resolve them and commit, or abort: git merge --abort (or git reset --merge)",
+        )
+
+    def _refreshed(self, entries: dict[str, gitindex.Entry]) -> None:
+        """Carry the parsed index over a refresh of these entries instead of parsing it again (a
+        cost in proportion to the workspace), if the refresh started from the file it was parsed
+        from."""
+        written = self._git.last_write
+        if written is not None:
+            self._carry(written[0], written[1], entries)
+
+    def _carry(self, before: object, after: object, entries: dict[str, gitindex.Entry]) -> None:
+        """:meth:`_refreshed` of a write of the index from ``before`` to ``after``."""
+        if self._external.index_cache is None or self._external.index_cache[0] != before:
+            return
+        changes: dict[str, tuple[int, bytes] | None] = {}
+        for path, entry in entries.items():
+            changes[path] = None if entry is None else (entry[1], bytes.fromhex(entry[0]))
+        index = self._external.index_cache[1]
+        index.update(changes)
+        self._external.index_cache = (after, index)
+
+    def flush(self) -> None:
+        """Make the Git index agree with HEAD for every path mnoted committed (waiting the
+        store's lock wait for an ``index.lock`` held by someone else, then :class:`LockBusy`).
+        """
+        self._check()
+        self.collect(block=True)
+        entries = self._pending_entries()
+        if not entries:
+            return
+        try:
+            self._git.refresh(entries, wait=self._lock_wait)
+        except OSError as exc:
+            raise StorageError(
+                f"the Git index could not be written: {exc.strerror or exc}", errno=exc.errno
+            ) from exc
+        self._written(entries)
+
+    def refresh_soon(self) -> None:
+        """Start :meth:`flush` on a thread of its own and return at once.
+
+        The daemon's writer uses it: rewriting the index costs in proportion to the workspace
+        (libgit2 writes it without holding the GIL), and on the writer's thread a write arriving
+        meanwhile would wait for it. A ``index.lock`` held by someone else is not waited for.
+        What it did is taken into account by the next call of either (the paths it set stay
+        pending until then, and those committed again since stay pending after). Called again
+        too soon after the last one (:data:`INDEX_SHARE`), it does nothing: the writer's idle
+        loop calls it again a second later.
+        """
+        self._check()
+        self.collect(block=False)
+        if self._job is not None or time.monotonic() < self.next_refresh:
+            return
+        entries = self._pending_entries()
+        if not entries:
+            return
+        job: Future[float] = Future()
+        job.set_running_or_notify_cancel()
+
+        def run() -> None:  # (a thread of its own while it runs: refreshes are rare)
+            try:
+                job.set_result(self._refresh_timed(entries))
+            except BaseException as exc:
+                job.set_exception(exc)
+
+        threading.Thread(target=run, name="mnoted-index", daemon=True).start()
+        self._job = (job, entries)
+
+    def _refresh_timed(self, entries: dict[str, gitindex.Entry]) -> float:
+        """:meth:`GitIndex.refresh` on the index's thread; when the next may begin."""
+        began = time.monotonic()
+        self._git.refresh(entries, wait=0.0)
+        return began + (time.monotonic() - began) / INDEX_SHARE
+
+    def _pending_entries(self) -> dict[str, gitindex.Entry]:
+        """HEAD's entries for the paths whose Git index entry is still to be refreshed
+        (those a landing set already are no longer pending); while a Git operation is under
+        way, only those it leaves to mnoted (:meth:`_stale_beside_operation`)."""
+        entries = gitindex.entries_at(self._head_tree(), self._side.index_pending())
+        synced, self._synced = self._synced, {}
+        kept = self._file
+        if kept is None or kept[0] != indexstat.stamp(self.gitdir / "index"):
+            # Someone wrote the index since (a `git merge` writes what it read before the
+            # landing set these): they are set again.
+            synced = {}
+        done = [p for p, e in entries.items() if p in synced and synced[p] == e]
+        if done:
+            self._side.clear_index_pending(done)
+            for path in done:
+                del entries[path]
+        if entries and unfinished_operation(self._repo) is not None:
+            entries = self._stale_beside_operation(entries)
+        return entries
+
+    def _stale_beside_operation(
+        self, entries: dict[str, gitindex.Entry]
+    ) -> dict[str, gitindex.Entry]:
+        """Of the pending entries, while a merge (or the like) owns the index, those only
+        the index holds back: no conflict there, and the disk holding HEAD's version (a
+        landing that raced the merge's start; its abort refuses while the entry is stale).
+        A path the merge resolved or left in conflict is the merge's."""
+        index = self._external.index_stat()
+        out: dict[str, gitindex.Entry] = {}
+        for path, entry in entries.items():
+            if entry is None or path in index.unmerged:
+                continue
+            try:
+                found = disk_file(self.root, path, self._stats)
+            except PathRejected:
+                continue
+            if found is not None and found.blob == entry[0]:
+                out[path] = entry
+        return out
+
+    def prepare(self, commit: str, paths: Iterable[str]) -> IndexWrite | None:
+        """Write the Git index with the entries of the paths a landing writes set to
+        ``commit``'s, into ``index.lock``, while the landing waits for the disk;
+        :meth:`install` renames it into place once the branch has moved. A person's
+        ``git status`` then never shows a staged reversion of the landing, nor does their
+        ``git commit`` commit one (``store.indexfile``). Where that cannot be done now
+        (someone's ``index.lock``, an index this patch does not handle) the paths stay
+        pending for the refresh in idle time: None."""
+        tree = self._repo[commit].peel(pygit2.Tree)
+        entries = gitindex.entries_at(tree, dict.fromkeys(paths))
+        if not entries:
+            return None
+        self.collect(block=False)
+        if self._job is not None:  # (it holds index.lock; its paths are set after it)
+            return None
+        index_path = self.gitdir / "index"
+        try:
+            held = gitlock.acquire(self.gitdir, index_path, wait=0.0, sync=False)
+        except (LockBusy, StorageError, OSError) as exc:
+            log.info("the Git index is refreshed later: %s", exc)
+            return None
+        try:
+            before = indexstat.stamp(index_path)
+            kept = self._file
+            self._file = None
+            if kept is not None and kept[0] == before:
+                index = kept[1]
+            else:
+                index = indexfile.IndexFile.parse(index_path.read_bytes())
+            if index.conflicted:  # (the person's conflicts: theirs to resolve, left alone)
+                raise indexstat.Unsupported("the Git index holds unmerged entries")
+            index.set(entries)
+            fd = os.open(held.lock, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                index.write(fd)
+            finally:
+                os.close(fd)
+        except (indexstat.Unsupported, OSError, ValueError, struct.error) as exc:
+            held.release()
+            log.info("the Git index is refreshed later: %s", exc)
+            return None
+        return IndexWrite(held, before, index, entries)
+
+    def install(self, prepared: IndexWrite) -> None:
+        """Put a prepared index in place. The replaced file is closed on the fsync pool: its
+        last name gone, freeing its pages (megabytes at 100,000 files) would otherwise be paid
+        before the answer."""
+        index_path = self.gitdir / "index"
+        try:
+            replaced = os.open(index_path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            replaced = None
+        try:
+            prepared.held.commit(sync=False)
+        except OSError as exc:
+            prepared.held.release()
+            log.info("the Git index is refreshed later: %s", exc)
+            return
+        finally:
+            if replaced is not None:
+                durable.close_later(replaced)
+        after = indexstat.stamp(index_path)
+        self._file = (after, prepared.index)
+        self._synced.update(prepared.entries)
+        self._carry(prepared.before, after, prepared.entries)
+
+    def collect(self, *, block: bool) -> None:
+        """Take in a background refresh that ended (or wait for it with ``block``)."""
+        if self._job is None or not (block or self._job[0].done()):
+            return
+        job, entries = self._job
+        self._job = None
+        try:
+            self.next_refresh = job.result()
+        except (MnoteError, OSError) as exc:  # someone's index.lock, a full disk: later
+            log.info("the Git index was not refreshed in the background: %s", exc)
+            return
+        self._written(entries)
+
+    def _written(self, entries: dict[str, gitindex.Entry]) -> None:
+        """After a refresh: the parsed index carried over, and the paths still at the
+        entries set are no longer pending."""
+        self._refreshed(entries)
+        faults.point("index-written")
+        now = gitindex.entries_at(self._head_tree(), entries)
+        self._side.clear_index_pending(
+            [path for path, entry in entries.items() if now[path] == entry]
+        )
