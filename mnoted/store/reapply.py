@@ -1,6 +1,6 @@
 """A landed change put back on a file a person saved over in the instant before its rename.
 
-A landing checks its files once more just before the branch moves (``Workspace._land``), so
+A landing checks its files once more just before the branch moves (``Landing.land``), so
 a save begun during its disk syncs lands nothing and the command is planned again on it. A
 save that begins between that check and the rename (microseconds) still leaves the person's
 file in place: it is committed as ``external``, and the command's change to it is applied

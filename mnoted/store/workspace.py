@@ -48,7 +48,6 @@ from mnoted.errors import (
     WorkspaceInvalid,
 )
 from mnoted.store import (
-    durable,
     faults,
     gitlock,
     indexer,
@@ -76,8 +75,9 @@ from mnoted.store.external import External
 from mnoted.store.facades import Idempotency, KeyValue
 from mnoted.store.filters import Clean, Filters
 from mnoted.store.heads import Heads
-from mnoted.store.indexkeeper import IndexKeeper, IndexWrite
+from mnoted.store.indexkeeper import IndexKeeper
 from mnoted.store.journal import Entry, FileStep, Journal
+from mnoted.store.landing import COMMITTER, Landing, Staged
 from mnoted.store.maintenance import PackReport
 from mnoted.store.model import (
     Change,
@@ -108,7 +108,6 @@ from mnoted.store.worktree import FileWrites, materialize
 
 SIDECAR_NAME = "state.sqlite3"
 PROCESS_LOCK = "daemon.lock"
-COMMITTER = Identity("mnoted", indexer.COMMITTER_EMAIL)
 _CAS_ATTEMPTS = 5
 SETTLE_WAIT = 0.5
 """How long a check of the disk waits for a file being written by someone else to settle
@@ -149,17 +148,13 @@ class Workspace:
         self._side = side
         self._lock_fd = lock_fd
         self._lock_wait = lock_wait
-        self._journal = Journal(self.state_dir)
         self._owner = threading.get_ident()
         self.authors = Authors(repo, external_identity)
         self.heads = Heads(
             self.gitdir, repo, side, COMMITTER.email, lambda: self._group is not None
         )
-        self._needs_recovery = False
         self._closed = False
         self._group: _Group | None = None
-        # The last landing, its files in place, their folders' syncs under way (`_settle`).
-        self._settling: tuple[FileWrites, Entry] | None = None
         self._kept_tree: tuple[str, pygit2.Tree] | None = None  # `_head_tree`
         self.on_write: Callable[[str, str | None], object] | None = None
         """Told each path and blob id (None: removed) just before the store writes it, so a
@@ -214,6 +209,19 @@ class Workspace:
         self._writer = packs.object_writer(self._staging, repo)  # new trees and commits
         self._builders = trees.Builders()  # the writer's, by the tree each holds
         self.pack_upkeep.reopen_objects(retired=False)  # (opening drops them: `_recover`)
+        self.landing = Landing(
+            root,
+            repo,
+            self.heads,
+            self.pack_upkeep,
+            self.git_index,
+            Journal(self.state_dir),
+            self._stats,
+            self._filters,
+            self._writers,
+            self._fresh,
+            lock_wait=lock_wait,
+        )
 
     # opening ------------------------------------------------------------------------------
     @classmethod
@@ -292,18 +300,18 @@ class Workspace:
         try:
             if threading.get_ident() == self._owner:
                 try:
-                    self._settle()
+                    self.landing.settle()
                 except MnoteError as exc:  # the journal stays: the next open completes it
                     log.warning("closing with a landing unsettled: %s", exc.message)
                 with contextlib.suppress(LockBusy):
                     self.flush_index()
         finally:
-            if self._settling is not None:
-                self._settling[0].close()
+            if self.landing.settling is not None:
+                self.landing.settling[0].close()
             self.git_index.close()
             self.pack_upkeep.close()
             self._closed = True
-            self._journal.close()
+            self.landing.journal.close()
             self._side.close()
             self._kept_tree = None  # (before the repository it belongs to is freed)
             self._writer.free()
@@ -369,6 +377,15 @@ class Workspace:
     @_branch.setter
     def _branch(self, branch: str) -> None:
         self.heads.branch = branch
+
+    @property
+    def _needs_recovery(self) -> bool:
+        """An interrupted landing must be completed before the next write (the landing's)."""
+        return self.landing.needs_recovery
+
+    @_needs_recovery.setter
+    def _needs_recovery(self, value: bool) -> None:
+        self.landing.needs_recovery = value
 
     def _settled(self) -> None:
         """Finish a command an error interrupted (its record must describe it), catch up."""
@@ -659,7 +676,7 @@ class Workspace:
     def idle(self, *, background: bool = False) -> None:
         """Called by the writer thread when it has nothing queued: refresh the Git index
         (with ``background``, on a thread of its own: :meth:`refresh_index_soon`)."""
-        self._settle()
+        self.landing.settle()
         if background:
             self.refresh_index_soon()
         else:
@@ -784,7 +801,7 @@ class Workspace:
             group.add(staged)
             self._head = staged.result.commit
             return staged.result
-        landed = self._land([staged])
+        landed = self.landing.land([staged])
         if landed is None:
             self._fresh.clear()
             self.refresh()
@@ -796,7 +813,7 @@ class Workspace:
                 return replace(again, planned=staged.result.commit)
         return staged.result
 
-    def _record(self, staged: _Staged) -> None:
+    def _record(self, staged: Staged) -> None:
         """Record a commit the store made in the sidecar: from what it staged when the
         sidecar is at the commit's parent (the common case), else by replaying it."""
         commit = staged.result.commit
@@ -818,7 +835,7 @@ class Workspace:
 
     def _stage(
         self, meta: CommandMeta, targets: list[Target], subject_paths: list[str], on_disk: bool
-    ) -> _Staged:
+    ) -> Staged:
         """Write the objects of one commit on the current (maybe pending) head; not durable."""
         parent = self._head
         base = self._head_tree()
@@ -859,7 +876,7 @@ class Workspace:
             str(commit_id), meta.command_id, parent, tuple(t.path for t in targets)
         )
         deltas = treediff.own_deltas(files) if files is not None else None
-        return _Staged(
+        return Staged(
             result,
             text,
             () if on_disk else tuple(steps),
@@ -875,164 +892,6 @@ class Workspace:
         self._staging.add(oid, pygit2.GIT_OBJECT_BLOB, data)
         return oid
 
-    def _land(
-        self, staged: list[_Staged], meanwhile: Callable[[], object] | None = None
-    ) -> tuple[Entry, FileWrites | None] | None:
-        """Make staged commits durable and move the branch to the last; None if it moved.
-
-        Objects first (one pack for all, :mod:`~mnoted.store.packs`), then the journal naming
-        the files to write, then the compare-and-swap of the branch from the first commit's
-        parent. Three waits: the pack's files (their fsyncs run while the branch is locked,
-        the journal written and the new files written under their temporary names); then,
-        in one, the pack folder (the pack's names), the journal, the branch's lock file and
-        those files (a command of up to ``durable.CHUNK`` files; :meth:`_finish` puts them
-        in place); then the branch's folder. The journal may become durable before the pack's
-        names do: recovery drops a journaled commit whose objects are missing, and the
-        branch moves only after all of them. ``meanwhile`` runs during the second wait (see
-        :meth:`_sync_landing`), after the Git index is written beside its lock
-        (:meth:`IndexKeeper.prepare`); the index is put in place once the branch has moved.
-        """
-        self._settle()  # (the one journal is the last landing's until its folders are synced)
-        wrote_pack = len(self._staging) > 0
-        pack = (  # synced on the fsync pool while the branch is locked and the files written
-            packs.PackWrite(self._pack_dir, packs.entries_of(self._staging.objects()))
-            if wrote_pack
-            else None
-        )
-        parent, last = staged[0].result.parent, staged[-1]
-        # libgit2 finds them in the new pack (it rescans on a miss); the head stays at hand
-        self._staging.clear(keep=pygit2.Oid(hex=last.result.commit))
-        entry = Entry(
-            last.result.command_id, self._branch, parent, last.result.commit, _merged(staged)
-        )
-        try:
-            held = refs.lock_branch(
-                self.gitdir,
-                self._branch,
-                parent,
-                last.result.commit,
-                wait=self._lock_wait,
-                sync=False,
-            )
-        except BaseException as exc:
-            self._put_pack(pack, quietly=True)  # its objects stay, as a commit that failed
-            if isinstance(exc, refs.HeadMoved):
-                return None
-            raise
-        writes: FileWrites | None = None
-        prepared: IndexWrite | None = None
-
-        def during() -> None:
-            nonlocal prepared
-            prepared = self.git_index.prepare(
-                last.result.commit, [p for s in staged for p in s.paths]
-            )
-            if meanwhile is not None:
-                meanwhile()
-
-        try:
-            try:
-                self._journal.write(entry, sync=False)
-                if len(entry.files) <= durable.CHUNK:
-                    writes = FileWrites(
-                        self._repo,
-                        self.root,
-                        entry.files,
-                        self._fresh.get,
-                        self._stats,
-                        self._filters,
-                        self._writers,
-                    )
-                    if writes.changed or writes.unsettled():
-                        # Someone saved (or is saving) a file since it was checked: land
-                        # nothing; the command is planned again on their settled save.
-                        raise _Unsettled
-                ready, pack = pack, None  # once tried, never tried again below
-                self._put_pack(ready)
-                self._sync_landing(held.token, wrote_pack, writes.fds() if writes else [], during)
-                faults.point("landing-synced")
-                if writes is not None and writes.moved():
-                    # The same check once more, after the syncs and just before the branch
-                    # moves: a save begun meanwhile stops the landing here, not after it.
-                    raise _Unsettled
-                faults.point("objects-written")
-            except BaseException:
-                self._put_pack(pack, quietly=True)
-                held.release()
-                self._journal.clear()
-                raise
-            try:
-                faults.point("journal-written")
-            except BaseException:
-                held.release()  # the journal stays: the next write completes the command
-                raise
-            try:
-                refs.commit_branch(
-                    self.gitdir,
-                    held,
-                    self._branch,
-                    parent,
-                    last.result.commit,
-                    ident=f"{COMMITTER.name} <{COMMITTER.email}>",
-                    message=last.message if len(staged) == 1 else f"{len(staged)} commands",
-                    # The branch's new name is synced with the files' folders, in one wait
-                    # (`FileWrites.finish`): the journal, durable by now, completes either.
-                    sync=writes is None,
-                )
-            except BaseException:
-                self._journal.clear()
-                raise
-            if writes is not None:
-                writes.sync_folder_with(os.path.dirname(held.target))
-            if prepared is not None:
-                installing, prepared = prepared, None
-                self.git_index.install(installing)
-            faults.point("ref-updated")
-        except BaseException as exc:
-            if prepared is not None:  # (the branch did not move: the index stays as it was)
-                prepared.held.release()
-            if writes is not None:  # the temporary files go; recovery writes the files
-                writes.close()
-            if isinstance(exc, _Unsettled):
-                return None
-            raise
-        self._head = last.result.commit
-        return entry, writes
-
-    def _put_pack(self, pack: packs.PackWrite | None, *, quietly: bool = False) -> None:
-        """Wait for a landing's pack and put it in place (its folder is synced with the
-        landing's next wait); ``quietly``: on the way out of a landing that failed, an error
-        here is logged and the landing's own error raised."""
-        if pack is None:
-            return
-        try:
-            self._levels[0].append(pack.install(sync_folder=False))
-        except Exception as exc:
-            if not quietly:
-                raise
-            log.warning("a pack of a landing that failed was not kept: %s", exc)
-
-    def _sync_landing(
-        self,
-        token: str,
-        pack_folder: bool,
-        files: list[int],
-        meanwhile: Callable[[], object] | None,
-    ) -> None:
-        """One wait for the journal, the branch's lock file, the pack folder's new names and
-        the new files under their temporary names; ``meanwhile`` runs while the disk
-        flushes (its error, like a failed sync, fails the landing once the syncs are done).
-        """
-        paths = [token, os.fspath(self._pack_dir)] if pack_folder else [token]
-        syncing = durable.start_paths(paths, [self._journal.fd, *files])
-        error: BaseException | None = None
-        if meanwhile is not None:
-            try:
-                meanwhile()
-            except BaseException as exc:
-                error = exc
-        syncing.wait(error)
-
     def _finish(
         self, entry: Entry, writes: FileWrites | None, record: Callable[[], object]
     ) -> list[FileStep]:
@@ -1043,7 +902,7 @@ class Workspace:
 
         The command is durable once its journal is: were the new names lost, recovery would
         put the files in place again. So the syncs of the files' folders (and the branch's)
-        end, and the journal is dropped, in :meth:`_settle`, before the next landing writes
+        end, and the journal is dropped, in :meth:`Landing.settle`, before the next landing writes
         the journal: neither the answer nor the next commands wait for them meanwhile.
         """
         try:
@@ -1070,10 +929,10 @@ class Workspace:
             record()
             faults.point("sidecar-updated")
             if writes is None:
-                self._journal.clear()
+                self.landing.journal.clear()
                 faults.point("journal-cleared")
             else:
-                self._settling, writes = (writes, entry), None
+                self.landing.settling, writes = (writes, entry), None
         except OSError as exc:
             self._needs_recovery = True
             raise StorageError(
@@ -1155,7 +1014,7 @@ class Workspace:
             if not targets:
                 return result
             staged = self._stage(meta, targets, [t.path for t in targets], False)
-            landed = self._land([staged])
+            landed = self.landing.land([staged])
             if landed is None:  # saved once more meanwhile: merged again on that save
                 self._fresh.clear()
                 self.refresh()
@@ -1197,41 +1056,6 @@ class Workspace:
     def _blob_bytes(self, blob: str | None) -> bytes | None:
         return None if blob is None else self.read_blob(blob)
 
-    def _settle(self) -> None:
-        """Finish the last landing: once its files' folders are durable, drop its journal
-        entry. A sync that fails is made again; if that fails too, the journal stays (the
-        next write's recovery syncs them) and :class:`StorageError` is raised."""
-        settling, self._settling = self._settling, None
-        if settling is None:
-            return
-        writes, entry = settling
-        try:
-            try:
-                writes.wait()
-            except OSError as exc:
-                log.warning("syncing the folders of %s failed (%s); again", entry.command_id, exc)
-                self._sync_folders(entry)
-        except OSError as exc:
-            self._needs_recovery = True
-            raise StorageError(
-                f"the folders of {entry.command_id} could not be synced: {exc.strerror or exc}",
-                errno=exc.errno,
-            ) from exc
-        finally:
-            writes.close()
-        try:
-            self._journal.clear()
-            faults.point("journal-cleared")
-        except OSError as exc:  # harmless: the next landing writes over it, and recovering
-            # a command that landed syncs its folders again, nothing more
-            log.warning("clearing the journal of %s failed: %s", entry.command_id, exc)
-
-    def _sync_folders(self, entry: Entry) -> None:
-        """Sync the folders a landed command renamed files into, and its branch's folder."""
-        folders = {self.root.joinpath(*step.path.split("/")).parent for step in entry.files}
-        folders.add((self.gitdir / entry.branch).parent)
-        durable.sync_paths(sorted(f for f in folders if f.is_dir()))
-
     @contextlib.contextmanager
     def group(self) -> Iterator[None]:
         """Land the commands applied inside together: each its own commit, one durability wait.
@@ -1264,7 +1088,7 @@ class Workspace:
             _run_all(group.callbacks)
             return
         try:
-            landed = self._land(group.staged, lambda: self._while_landing(group))
+            landed = self.landing.land(group.staged, lambda: self._while_landing(group))
             if landed is None:
                 raise Conflict(
                     "the branch moved while a group of commands was landing",
@@ -1326,14 +1150,14 @@ class Workspace:
 
     def _recover(self) -> None:
         """Complete or drop a command a crash interrupted (see ``docs/store.md``)."""
-        settling, self._settling = self._settling, None
+        settling, self.landing.settling = self.landing.settling, None
         if settling is not None:  # (its entry is the journal's, completed here)
             settling[0].close()
         packs.recover(self._pack_dir)
-        entry = self._journal.read()
+        entry = self.landing.journal.read()
         self._needs_recovery = False
         if entry is None:
-            self._journal.clear()
+            self.landing.journal.clear()
             return
         branch = refs.current_branch(self.gitdir)
         head = refs.read_ref(self.gitdir, branch)
@@ -1363,9 +1187,9 @@ class Workspace:
         for step in entry.files:
             remove_temp_files(self.root.joinpath(*step.path.split("/")).parent)
         if landed:  # the new names of files put in place before the crash, and the branch's
-            self._sync_folders(entry)
+            self.landing.sync_folders(entry)
         indexer.advance(self._repo, self._side, self._head, self._branch)
-        self._journal.clear()
+        self.landing.journal.clear()
         if diverged:
             self.commit_external(diverged)
 
@@ -1420,7 +1244,7 @@ class Workspace:
             return None
         if self._head != expect:
             return None
-        staged = _Staged(
+        staged = Staged(
             CommitResult(commit, command_id, expect, paths),
             target.message,
             tuple(steps),
@@ -1428,7 +1252,7 @@ class Workspace:
             None,
             target.commit_time,
         )
-        landed = self._land([staged])
+        landed = self.landing.land([staged])
         if landed is None:
             self._fresh.clear()
             self.refresh()
@@ -1448,35 +1272,19 @@ class Workspace:
         return staged.result
 
 
-class _Unsettled(Exception):
-    """A landing's file changed, or is being written, since its command checked it."""
-
-
-@dataclass(frozen=True)
-class _Staged:
-    """A commit whose objects are written but which is not yet durable nor on the branch."""
-
-    result: CommitResult
-    message: str
-    steps: tuple[FileStep, ...]  # files to write (none for edits already on disk)
-    paths: tuple[str, ...]  # every path the commit writes or removes
-    deltas: tuple[treediff.Delta, ...] | None  # what it changed (None: diff its trees)
-    time: int  # its committer's time
-
-
 @dataclass
 class _Group:
     """The commands of one :meth:`Workspace.group`, staged one on another."""
 
     base: str | None  # the branch's commit when the group began
-    staged: list[_Staged] = field(default_factory=list)
+    staged: list[Staged] = field(default_factory=list)
     written: set[str] = field(default_factory=set)  # paths the group will write
     callbacks: list[Callable[[], object]] = field(default_factory=list)  # once landed
     preparing: list[Callable[[], object]] = field(default_factory=list)  # while landing
     checked: bool = False  # no merge, rebase or bisect was in progress when it began
     checked_paths: set[str] = field(default_factory=set)  # checked against the disk
 
-    def add(self, staged: _Staged) -> None:
+    def add(self, staged: Staged) -> None:
         self.staged.append(staged)
         self.written.update(step.path for step in staged.steps)
 
@@ -1488,13 +1296,3 @@ def _run_all(callbacks: list[Callable[[], object]]) -> None:
             callback()
         except Exception:
             log.exception("a callback of a group of commands failed")
-
-
-def _merged(staged: list[_Staged]) -> tuple[FileStep, ...]:
-    """One step per path for a run of commits: the first ``old``, the last ``new``."""
-    steps: dict[str, FileStep] = {}
-    for item in staged:
-        for step in item.steps:
-            first = steps.get(step.path)
-            steps[step.path] = step if first is None else replace(step, old=first.old)
-    return tuple(steps.values())

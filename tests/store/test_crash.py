@@ -217,7 +217,7 @@ def test_folders_whose_sync_failed_after_the_answer_are_synced_before_the_next_l
     with Workspace.init(tmp_path / "ws") as ws:
         journal = Journal(ws.state_dir)
         first = ws.apply(CommandMeta("page.create", actor="hermes"), [Write("a.md", b"v1\n")])
-        settling = ws._settling
+        settling = ws.landing.settling
         assert settling is not None
 
         def failed() -> None:
