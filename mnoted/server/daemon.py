@@ -48,8 +48,8 @@ from mnoted.server.sdnotify import notify, watchdog_interval
 from mnoted.server.unixsocket import bind_private
 from mnoted.service import visibility
 from mnoted.service.actors import Actor
+from mnoted.service.answers import failure
 from mnoted.service.events import EventBus
-from mnoted.service.executor import failure
 from mnoted.store.badnames import names_not_utf8
 from mnoted.store.config import know_tools
 from mnoted.store.settings import Setting, read_table, unknown_keys

@@ -11,9 +11,9 @@ from typing import Any
 from mnoted.core import commands as C
 from mnoted.core.markdown_edit import markdown_edit
 from mnoted.errors import InvalidArguments, TargetOutOfScope
-from mnoted.service.executor import Call, WritePlan, context_of, handles, page_write
+from mnoted.service.calls import Call, WritePlan, context_of, handles, page_write
 from mnoted.service.pages import LoadedPage
-from mnoted.service.review import frozen_selection
+from mnoted.service.review_sessions import frozen_selection
 from mnoted.store import message
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from mnoted.core.links import Link, PathIndex, name_key, parse_links, replace_links, resolve
 from mnoted.core.links import rewritten as rewritten_link
 from mnoted.errors import MnoteError
-from mnoted.service.executor import Call, handles
+from mnoted.service.calls import Call, handles
 from mnoted.service.pages import LoadedPage
 from mnoted.service.search_tools import block_at
 from mnoted.store import Write, search_index
