@@ -13,7 +13,7 @@ from typing import Any
 from mnoted.contract.envelope import Audit, Effect, ErrorBody, ToolResponse
 from mnoted.contract.tools import lookup
 from mnoted.errors import InternalError, LockBusy, MnoteError, StorageError, WorkspaceInvalid
-from mnoted.service import provenance, readcache
+from mnoted.service import readcache
 from mnoted.service.actors import Actor
 from mnoted.service.calls import Call
 
@@ -57,7 +57,7 @@ def replayed(call: Call, kept: dict[str, Any]) -> Audit:
 def _stamp(made: Audit, call: Call) -> Audit:
     made.actorId = call.actor.actor_id
     if call.spec.writes:  # (seed 004 §6's command record; a read's answer may be kept)
-        for key, value in provenance.header(call).items():
+        for key, value in call.header.items():
             setattr(made, key, value)
     return made
 

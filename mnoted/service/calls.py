@@ -18,7 +18,7 @@ from mnoted.contract.tools import TOOLS, ToolSpec
 from mnoted.core.commands import EditResult
 from mnoted.core.views import build_context
 from mnoted.errors import InvalidArguments, MnoteError, NotFound, PathRejected, PermissionDenied
-from mnoted.service import visibility
+from mnoted.service import provenance, visibility
 from mnoted.service.actors import Actor
 from mnoted.service.pages import LoadedPage
 from mnoted.store import Change, DocRef, Move, Workspace, Write
@@ -103,6 +103,7 @@ class Call:
     kept: bytes | None = None  # a write's answer as encoded for its idempotency record
     # Each path's visibility to the caller, decided once per call.
     _seen: dict[str, bool] = field(default_factory=dict, repr=False)
+    _authorized: set[str] = field(default_factory=set, repr=False)
 
     def load(self, ref: str | None = None) -> LoadedPage:
         """The call's document (or ``ref``), checked against the caller's grants first."""
@@ -139,11 +140,12 @@ class Call:
         to its path), before any cache, stored answer, file or parse of the page: a hidden
         page costs what a missing one costs, and says what it says.
         """
-        if self.actor.is_owner:
+        if self.actor.is_owner or ref in self._authorized:
             return
         path = target_path(self.ws, ref)
         if path is None or not self.may_see(path):
             raise hidden(ref, self.actor)
+        self._authorized.add(ref)
 
     def authorize_request(self) -> None:
         """:meth:`authorize` every page the request names (its document, a new path)."""
@@ -161,6 +163,17 @@ class Call:
     def wire_args(self) -> dict[str, Any]:
         """The arguments as JSON values, those not given left out (hashed, recorded)."""
         return dict(self.args.model_dump(mode="json", exclude_none=True))
+
+    @cached_property
+    def header(self) -> dict[str, Any]:
+        """The call's seed-004 header (:func:`.provenance.header`), made once: its audit,
+        its commit's trailers and a review session's request all carry this one."""
+        return provenance.header(self)
+
+    @cached_property
+    def targets(self) -> list[str]:
+        """The blocks the call's block commands name (:func:`.provenance.target_blocks`)."""
+        return provenance.target_blocks(self)
 
     @cached_property
     def held(self) -> bool:

@@ -39,7 +39,7 @@ def on_behalf_of(call: Call) -> str | None:
 
 def header(call: Call) -> dict[str, Any]:
     """The audit fields of the call's seed-004 header (absent ones left None)."""
-    targets = target_blocks(call)
+    targets = call.targets
     return {
         "requestId": call.request.requestId,
         "actorType": call.request.actorType or call.actor.kind,
@@ -51,7 +51,7 @@ def header(call: Call) -> dict[str, Any]:
 
 def trailers(call: Call) -> tuple[tuple[str, str], ...]:
     """The ``Mnote-*`` trailers of the call's header, for its commit."""
-    return trailers_of(header(call), target_blocks(call))
+    return trailers_of(call.header, call.targets)
 
 
 def trailers_of(

@@ -17,7 +17,7 @@ from mnoted.contract.envelope import ToolRequest
 from mnoted.contract.tools import TOOLS
 from mnoted.core.views import conflict_key
 from mnoted.errors import InvalidTransition, MnoteError, TargetOutOfScope
-from mnoted.service import provenance, visibility
+from mnoted.service import visibility
 from mnoted.service.actors import Actor, utc_iso
 from mnoted.service.calls import HANDLERS, Call, WritePlan
 from mnoted.service.pages import LoadedPage
@@ -235,7 +235,7 @@ def _new_session(
             "args": args,
             "documentId": request.documentId or request.path,
             "idempotencyKey": request.idempotencyKey,
-            "header": {k: v for k, v in provenance.header(call).items() if v is not None},
+            "header": {k: v for k, v in call.header.items() if v is not None},
         },
         "proposal": proposal,
         "base": None,
