@@ -37,20 +37,22 @@ def write(call: Call, handler: Handler) -> ToolResponse:
         record = idempotency.check(call, key, digest)
         if record is not None:
             return idempotency.replay(call, record, digest)
-    for attempt in range(_REPLANS):
-        plan = handler(call)
-        if isinstance(plan, dict):  # a review tool: its answer is the session
-            return session_answer(call, plan, key, digest)
+    for _ in range(_REPLANS - 1):
         try:
-            return _gate_and_land(call, plan, key, digest)
+            return _plan_and_land(call, handler, key, digest)
         except BaseChanged:
             # Someone saved the page between this call's read and its commit (the store
             # committed their save first): plan the write again on what they saved, so
             # their edit stays and the call still applies (or says why not).
-            if attempt == _REPLANS - 1:
-                raise
             call.loaded.clear()
-    raise AssertionError("unreachable")
+    return _plan_and_land(call, handler, key, digest)
+
+
+def _plan_and_land(call: Call, handler: Handler, key: str | None, digest: str) -> ToolResponse:
+    plan = handler(call)
+    if isinstance(plan, dict):  # a review tool: its answer is the session
+        return session_answer(call, plan, key, digest)
+    return _gate_and_land(call, plan, key, digest)
 
 
 def _gate_and_land(call: Call, plan: WritePlan, key: str | None, digest: str) -> ToolResponse:
