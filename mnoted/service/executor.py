@@ -36,8 +36,6 @@ from mnoted.service.pages import PageCache
 from mnoted.store import Workspace
 from mnoted.store.reviews import ReviewStore
 
-__all__ = ["HANDLERS", "Service", "failure"]
-
 
 def _read_key(call: Call) -> str:
     args = call.args.model_dump(mode="json")
