@@ -22,6 +22,7 @@ from pathlib import Path
 from markdown_it import MarkdownIt
 
 from mnoted.core import commands as C
+from mnoted.core import page_edits as P
 from mnoted.core.markdown_edit import markdown_edit
 from mnoted.core.page import Page, parse_page
 
@@ -101,7 +102,7 @@ def bench_size(size: int, repeat: int, renderer: MarkdownIt) -> None:
             "markdown_edit (one pair)",
             lambda: markdown_edit(page, [{"search": search, "replace": search.upper()}]),
         ),
-        ("update_options", lambda: C.update_options(page, {"wideLayout": True})),
+        ("update_options", lambda: P.update_options(page, {"wideLayout": True})),
         # What the daemon's write bench sends: a line at the end, answered with its diff.
         ("markdown_edit, end + diff", lambda: _with_diff(marked, MARKER_EDIT)),
     ]

@@ -27,7 +27,7 @@ from commit import GIT_ENV, git
 
 from mnoted.core.search_text import parse_query
 from mnoted.service import Actor, Service
-from mnoted.store import Workspace, search_index
+from mnoted.store import Workspace, search_index, search_queries
 
 CORPUS = Path(os.environ.get("MNOTE_CORPUS", "/work/shared/corpus")) / "obsidian-help"
 QUERIES = ["vault", "仓库", "sync settings", '"community plugins"', "templ*", "uniqueword4242"]
@@ -205,7 +205,7 @@ def bench_hidden(hidden: int, tmp: Path) -> None:
         rows: dict[str, float] = {}
         seen = []
         cases = (("no hidden notes", 0), (f"{hidden:,} hidden notes", hidden))
-        mine = search_index.Filters(visible_under=["mine/"])
+        mine = search_queries.Filters(visible_under=["mine/"])
         for label, count in cases:
             if count:
                 build(root, count, folder="hidden/h", first=200)
@@ -221,7 +221,7 @@ def bench_hidden(hidden: int, tmp: Path) -> None:
             rows[f"agent search p50 (executor), {label}"] = p50(times)
             scope = search_index.scoped(ws, agent.grants, agent.may_access)
             for name, index_of, filters in (
-                ("scope index", scope, search_index.Filters()),
+                ("scope index", scope, search_queries.Filters()),
                 ("whole index filtered", index, mine),
             ):
                 conn, complete = index_of.current()
@@ -231,7 +231,7 @@ def bench_hidden(hidden: int, tmp: Path) -> None:
                     parsed = parse_query(query)
                     assert parsed is not None
                     t0 = time.perf_counter()
-                    search_index.search(conn, parsed, filters, 20, 0)
+                    search_queries.search(conn, parsed, filters, 20, 0)
                     sql.append(time.perf_counter() - t0)
                 rows[f"  SQL only: {name}, {label}"] = p50(sql)
         for label, ms in rows.items():

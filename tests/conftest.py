@@ -1,13 +1,16 @@
-"""Shared test fixtures: the corpus, and an environment that no user setting leaks into."""
+"""Shared test fixtures: the corpus, an environment that no user setting leaks into, and
+the envelope of a tool call."""
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import itertools
 import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -21,6 +24,24 @@ REPO = Path(__file__).resolve().parent.parent
 CORPUS = (REPO / ".." / "shared" / "corpus").resolve()
 if not CORPUS.is_dir():
     CORPUS = Path(os.environ.get("MNOTE_CORPUS", "/work/shared/corpus"))
+
+
+_call_numbers = itertools.count(1)
+
+
+def envelope(tool: str, **fields: Any) -> dict[str, Any]:
+    """A tool call as a client sends it: seed 000's ids present, each call's its own, and
+    the rest as given (a field given overrides the id of that name)."""
+    n = next(_call_numbers)
+    out: dict[str, Any] = {
+        "toolName": tool,
+        "sessionId": f"session_{n}",
+        "runId": f"run_{n}",
+        "toolCallId": f"call_{n}",
+        "traceId": f"trace_{n}",
+    }
+    out.update(fields)
+    return out
 
 
 def corpus_files() -> list[Path]:

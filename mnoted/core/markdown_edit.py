@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, AnyStr
 
-from mnoted.core.commands import EditResult, changed_ids
+from mnoted.core.diffs import EditResult, changed_ids
 from mnoted.core.page import Page, reparse_splice
 from mnoted.core.source import Source
 from mnoted.errors import EditMismatch, InvalidArguments, TargetOutOfScope

@@ -13,15 +13,14 @@ from typing import Any, Protocol, TypeVar
 from mnoted.host.remote import attach as attach_sync
 from mnoted.host.remote import detach as detach_sync
 from mnoted.host.runner import RunnerConfig, WorkspaceRunner
+from mnoted.host.status import BadNames
 from mnoted.remote.sync import RemoteSync
-from mnoted.service import visibility
 from mnoted.service.actors import Actor
 from mnoted.service.events import EventBus
 from mnoted.service.executor import Service
 from mnoted.service.pages import PageCache
 from mnoted.service.readcache import ReadCache
-from mnoted.service.search_tools import sees_all
-from mnoted.store import Workspace, search_index
+from mnoted.store import Workspace
 from mnoted.store.statedir import STATE_DIR
 from mnoted.store.tokens import TokenRecord, TokenStore
 
@@ -78,6 +77,7 @@ class Host:
         self.sync: RemoteSync | None = None
         self._make_companions = list(companions)
         self.companions: list[Companion] = []
+        self.bad_names = BadNames(root)  # (for its status: mnoted.host.status)
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
@@ -138,29 +138,4 @@ class Host:
             "pending": health.pending,
             "needsReconcile": health.needs_reconcile,
             "lastError": health.last_error,
-        }
-
-    def status(self, actor: Actor, listed: int) -> dict[str, Any]:
-        """The workspace's state as ``actor`` may see it (on the workspace's thread): an
-        agent's listing names only paths its grants cover, and counts only those
-        (:mod:`mnoted.service.visibility`); at most ``listed`` paths are named."""
-        runner = self.runner
-        ws = runner.ws
-        assert ws is not None
-        if actor.is_owner:
-            count, named = runner.uncommitted(listed)
-        else:
-            seen = [p for p in runner.pending_changes() if visibility.may_see(actor, ws, p)]
-            count = len(seen)
-            named = [{"path": p, "reason": runner.skip_reason(p)} for p in seen[:listed]]
-        operation = ws.operation()
-        return {
-            "head": ws.head,
-            "branch": ws.branch,
-            "pendingChanges": count,
-            "uncommitted": named,
-            "search": search_index.status_for(ws, None if sees_all(actor) else actor.grants),
-            "gitOperation": None
-            if operation is None
-            else {"operation": operation[0], "end": operation[1]},
         }

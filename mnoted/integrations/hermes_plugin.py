@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -55,10 +56,34 @@ def _client() -> Client:
     return Client(token=_token())
 
 
-def make_handler(
-    spec: ToolSpec, client_factory: Callable[[], Client] = _client
-) -> Callable[..., str]:
+class PluginClient:
+    """The plugin's one client, shared by its handlers (its kept connections serve every
+    call); made when first needed, and made again after the daemon could not be reached,
+    so the next call finds the socket and the token anew (a daemon restarted elsewhere)."""
+
+    def __init__(self, factory: Callable[[], Client] = _client) -> None:
+        self._factory = factory
+        self._client: Client | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> Client:
+        with self._lock:
+            if self._client is None:
+                self._client = self._factory()
+            return self._client
+
+    def drop(self, client: Client) -> None:
+        """Forget ``client`` after a failure (unless another call already replaced it)."""
+        with self._lock:
+            if self._client is not client:
+                return
+            self._client = None
+        client.close()
+
+
+def make_handler(spec: ToolSpec, clients: PluginClient) -> Callable[..., str]:
     def handler(args: dict[str, Any] | None = None, **context: Any) -> str:
+        client: Client | None = None
         try:
             call_id = context.get("tool_call_id")
             body = call_body(
@@ -67,9 +92,12 @@ def make_handler(
                 session=str(context.get("session_id") or _SESSION),
                 tool_call_id=str(call_id) if call_id else None,
             )
-            _status, response = client_factory().request("POST", "/v1/tools/call", body)
+            client = clients.get()
+            _status, response = client.request("POST", "/v1/tools/call", body)
             return readable_json(response)[0]
         except Unreachable as exc:
+            if client is not None:
+                clients.drop(client)
             return _error(
                 spec, "mnote_daemon_unreachable", str(exc), "Start mnoted, or set MNOTED_SOCKET."
             )
@@ -107,7 +135,8 @@ def register(ctx: Any) -> None:
             " (or MNOTE_AS_OWNER=1 to act as the owner)"
         )
         return
-    for spec in offered(_client()):
+    clients = PluginClient()
+    for spec in offered(clients.get()):
         ctx.register_tool(
             name=spec.safe_name,
             toolset=TOOLSET,
@@ -116,7 +145,7 @@ def register(ctx: Any) -> None:
                 "description": f"{spec.description} (mnoted tool {spec.name})",
                 "parameters": agent_schema(spec),
             },
-            handler=make_handler(spec),
+            handler=make_handler(spec, clients),
             description=spec.description,
             emoji="📝",
         )

@@ -1,6 +1,6 @@
 """The HTTP/JSON API on the daemon's Unix socket.
 
-``GET /v1/health``, ``GET /v1/workspaces``, ``GET /v1/tools``, ``POST /v1/tools/call``,
+``GET /v1/health``, ``GET /v1/workspaces[?brief=true]``, ``GET /v1/tools``, ``POST /v1/tools/call``,
 ``GET /v1/events`` (server-sent events). Tool failures are HTTP 200 with ``ok: false``;
 4xx answers are only for malformed HTTP (bad JSON, too large, no token), and they carry
 the same ``error`` object. Nothing a client sends can stop the daemon.
@@ -66,6 +66,8 @@ class Daemon(Protocol):
     def health(self) -> dict[str, Any]: ...
 
     async def workspace_status(self, actor: Actor) -> list[dict[str, Any]]: ...
+
+    def workspace_roots(self, actor: Actor) -> list[dict[str, Any]]: ...
 
     def call_failed(self, payload: Any, exc: MnoteError, actor: Actor | None) -> dict[str, Any]: ...
 
@@ -179,6 +181,8 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
 
     async def workspaces(request: web.Request) -> web.Response:
         actor = request[ACTOR]
+        if request.query.get("brief") == "true":  # ids and roots: no workspace's thread asked
+            return web.json_response({"workspaces": daemon.workspace_roots(actor)})
         return web.json_response({"workspaces": await daemon.workspace_status(actor)})
 
     async def tools(request: web.Request) -> web.Response:

@@ -40,6 +40,7 @@ from mnoted.errors import (
     WorkspaceInvalid,
 )
 from mnoted.host import Companion, Host, HostShared, RunnerConfig
+from mnoted.host.status import workspace_status
 from mnoted.locations import OWNER_TOKEN, config_dir, default_socket_path
 from mnoted.server.allocator import fix_thresholds, give_back
 from mnoted.server.app import Limits, build_app, stream_stats
@@ -51,9 +52,9 @@ from mnoted.service import visibility
 from mnoted.service.actors import Actor
 from mnoted.service.answers import failure
 from mnoted.service.events import EventBus
-from mnoted.store.badnames import names_not_utf8
 from mnoted.store.config import know_tools
 from mnoted.store.settings import Setting, read_table, unknown_keys
+from mnoted.store.statcache import stamp_of
 
 log = logging.getLogger("mnoted")
 
@@ -169,7 +170,6 @@ class Daemon:
         self._sites: list[web.SockSite] = []
         self._web: web.AppRunner | None = None
         self._app: web.Application | None = None
-        self._bad_names: dict[Path, tuple[float, tuple[int, list[str]]]] = {}
         self._stop = asyncio.Event()
         self.connections = ConnectionGuard(
             config.limits.first_request_seconds, config.limits.connections_per_caller, 1_000_000
@@ -271,10 +271,9 @@ class Daemon:
         if path is None:
             return self.token
         try:
-            st = os.stat(path)
+            stamp = stamp_of(os.stat(path))
         except OSError:
             return self.token
-        stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         if stamp != self._owner_stamp:
             try:
                 fresh = path.read_text(encoding="utf-8").strip()
@@ -348,65 +347,21 @@ class Daemon:
         }
 
     async def workspace_status(self, actor: Actor) -> list[dict[str, Any]]:
-        """Each workspace's state; awaited, so a long commit never stalls other requests."""
-        out = []
-        for wid, host in list(self.hosts.items()):
-            if actor.workspace_id not in (None, wid):
-                continue
-            try:
-                status = await asyncio.wait_for(
-                    asyncio.wrap_future(
-                        host.submit(partial(host.status, actor, UNCOMMITTED_LISTED))
-                    ),
-                    self.config.limits.request_seconds,
-                )
-            except TimeoutError:  # the workspace's thread is still busy (a huge commit)
-                status = {**_NO_STATUS, "busy": True}
-            except MnoteError as exc:  # the repository refuses commits now (HEAD detached, ...)
-                status = {**_NO_STATUS, "refused": exc.to_dict()}
-            if isinstance(status.get("uncommitted"), list):
-                status = await self._with_bad_names(host.root, status)
-            out.append(
-                {
-                    "workspaceId": wid,
-                    "root": str(host.root) if actor.is_owner else None,
-                    "watcher": host.watcher_state(),
-                    "externalCommits": host.runner.external_commits,
-                    "remote": await self._remote_status(wid) if actor.is_owner else None,
-                    **status,
-                }
-            )
-        return out
+        """Each workspace's state as ``actor`` may see it (:mod:`mnoted.host.status`)."""
+        wait = self.config.limits.request_seconds
+        return [
+            await workspace_status(host, actor, wait)
+            for wid, host in list(self.hosts.items())
+            if actor.workspace_id in (None, wid)
+        ]
 
-    async def _with_bad_names(self, root: Path, status: dict[str, Any]) -> dict[str, Any]:
-        """``status`` with the files left uncommitted for their names (not UTF-8), looked
-        for off the workspace's thread and at most every :data:`BAD_NAMES_EVERY` seconds."""
-        now = time.monotonic()
-        known = self._bad_names.get(root)
-        if known is None or now - known[0] > BAD_NAMES_EVERY:
-            loop = asyncio.get_running_loop()
-            found = await loop.run_in_executor(None, names_not_utf8, root, UNCOMMITTED_LISTED)
-            known = self._bad_names[root] = (now, found)
-        count, names = known[1]
-        if not count:
-            return status
-        reason = (
-            "its name is not valid UTF-8, so Git, pages and tool calls cannot hold it: "
-            "rename it (e.g. convmv -f latin1 -t utf8 --notest)"
-        )
-        listed = [*status["uncommitted"], *({"path": n, "reason": reason} for n in names)]
-        return {
-            **status,
-            "pendingChanges": (status.get("pendingChanges") or 0) + count,
-            "uncommitted": listed[:UNCOMMITTED_LISTED],
-        }
-
-    async def _remote_status(self, workspace_id: str) -> dict[str, Any] | None:
-        host = self.hosts.get(workspace_id)
-        sync = host.sync if host is not None else None
-        if sync is None:
-            return None
-        return await asyncio.get_running_loop().run_in_executor(None, sync.status)
+    def workspace_roots(self, actor: Actor) -> list[dict[str, Any]]:
+        """Each workspace's id and root (the owner's only), without asking its thread."""
+        return [
+            {"workspaceId": wid, "root": str(host.root) if actor.is_owner else None}
+            for wid, host in list(self.hosts.items())
+            if actor.workspace_id in (None, wid)
+        ]
 
     async def sync_now(self, workspace_id: str | None, actor: Actor, resume: bool) -> Any:
         """Run a sync cycle of the workspace now (owner only) and return its remote status."""
@@ -528,15 +483,6 @@ class _GuardedSite(web.SockSite):
         self._server = await loop.create_server(
             self._guard.factory(server), sock=self._sock, backlog=BACKLOG
         )
-
-
-UNCOMMITTED_LISTED = 50
-"""How many of a workspace's uncommitted paths its status names (each with its reason)."""
-BAD_NAMES_EVERY = 5.0
-"""How often a status looks again for names that are not UTF-8 (a walk of the folders)."""
-_NO_STATUS: dict[str, Any] = dict.fromkeys(
-    ("head", "branch", "pendingChanges", "uncommitted", "gitOperation")
-)
 
 
 async def _answer(future: Future[bytes], limit: float) -> bytes:

@@ -21,7 +21,7 @@ from mnoted.errors import InvalidArguments, MnoteError, NotFound, PathRejected, 
 from mnoted.service import provenance, visibility
 from mnoted.service.actors import Actor
 from mnoted.service.pages import LoadedPage
-from mnoted.store import Change, DocRef, Move, Workspace, Write
+from mnoted.store import Change, DocRef, Move, WorkspaceApi, Write
 from mnoted.store.paths import normalize
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ class WritePlan:
     loaded: LoadedPage | None = None
     edit: EditResult | None = None
     document: DocRef | None = None
-    after_commit: Callable[[Workspace, str], dict[str, Any]] | None = None
+    after_commit: Callable[[WorkspaceApi, str], dict[str, Any]] | None = None
     # Paths whose bytes on disk are the change (a file grant's release), committed as is.
     from_disk: list[str] = field(default_factory=list)
 
@@ -96,7 +96,7 @@ class Call:
     request: ToolRequest
     args: Any
     actor: Actor
-    ws: Workspace
+    ws: WorkspaceApi
     service: Service
     now: float
     loaded: list[LoadedPage] = field(default_factory=list)  # the pages it read, in order
@@ -230,7 +230,7 @@ def handles(
     return register
 
 
-def approval_required(actor: Actor, ws: Workspace, spec: ToolSpec) -> bool:
+def approval_required(actor: Actor, ws: WorkspaceApi, spec: ToolSpec) -> bool:
     """Whether ``actor``'s writes with ``spec`` wait for a person (the approval mode)."""
     return held_for_approval(spec, ws.config.approval_mode, owner=actor.is_owner)
 
@@ -248,7 +248,7 @@ def context_of(call: Call, loaded: LoadedPage, **view: Any) -> dict[str, Any]:
     )
 
 
-def target_path(ws: Workspace, ref: str) -> str | None:
+def target_path(ws: WorkspaceApi, ref: str) -> str | None:
     """The workspace path a page reference names (its documentId's path, or the path
     itself), from the registry alone; None if it names none."""
     try:

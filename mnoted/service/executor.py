@@ -33,7 +33,7 @@ from mnoted.service.answers import audit, encoded, failure, ok
 from mnoted.service.calls import CACHED, HANDLERS, STORE_ONLY, Call, approval_required
 from mnoted.service.events import EventBus
 from mnoted.service.pages import PageCache
-from mnoted.store import Workspace
+from mnoted.store import WorkspaceApi
 from mnoted.store.reviews import ReviewStore
 
 
@@ -93,21 +93,21 @@ class Service:
         reads: readcache.ReadCache | None = None,
         events: EventBus | None = None,
     ) -> None:
-        self.ws: Workspace | None = None
+        self.ws: WorkspaceApi | None = None
         self.pages = pages if pages is not None else PageCache()
         self.reads = reads if reads is not None else readcache.ReadCache()
         self.events = events if events is not None else EventBus()
         self.clock = clock
         self.review_store: ReviewStore | None = None  # opened on first use: service.review
 
-    def add(self, ws: Workspace) -> None:
+    def add(self, ws: WorkspaceApi) -> None:
         """Serve ``ws`` (a service serves one workspace; binding another is a bug)."""
         if self.ws is not None and self.ws is not ws:
             raise ValueError(f"this service serves {self.ws.workspace_id}, not {ws.workspace_id}")
         self.ws = ws
 
     @staticmethod
-    def groupable(raw: Any, actor: Actor, ws: Workspace) -> bool:
+    def groupable(raw: Any, actor: Actor, ws: WorkspaceApi) -> bool:
         """Whether a call may land in a group with others (:meth:`Workspace.group`).
 
         Its tool's effects must all be in the store, and a write must not become a review
@@ -248,7 +248,7 @@ class Service:
                 self.reads.put(call.actor, _read_key(call), readcache.Answer(basis, path, body))
         return body
 
-    def _workspace(self, request: ToolRequest, actor: Actor) -> Workspace:
+    def _workspace(self, request: ToolRequest, actor: Actor) -> WorkspaceApi:
         """This service's workspace, if the call and its caller may have it."""
         ws = self.ws
         if ws is None:

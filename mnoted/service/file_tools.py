@@ -20,13 +20,13 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from mnoted.core.commands import EditResult, changed_ids
+from mnoted.core.diffs import EditResult, changed_ids
 from mnoted.core.merge import merge_page
 from mnoted.core.page import parse_page
 from mnoted.errors import Conflict, NotFound, PathRejected, PermissionDenied
 from mnoted.service.actors import utc_iso
 from mnoted.service.calls import Call, WritePlan, approval_required, handles, hidden
-from mnoted.store import Change, CommandMeta, Workspace, Write
+from mnoted.store import Change, CommandMeta, WorkspaceApi, Write
 
 GRANTS = "grants"
 GRANTS_BY_PATH = "grant_by_path"  # path -> an open grant's id, kept by grants made before
@@ -104,11 +104,11 @@ def file_grant(call: Call) -> WritePlan:
     return plan
 
 
-def _copies_dir(ws: Workspace) -> Path:
+def _copies_dir(ws: WorkspaceApi) -> Path:
     return ws.root.joinpath(*COPIES)
 
 
-def _copy_path(ws: Workspace, grant_id: str, path: str) -> Path:
+def _copy_path(ws: WorkspaceApi, grant_id: str, path: str) -> Path:
     """A grant's private copy: the page's own file name, in the grant's folder."""
     return _copies_dir(ws) / grant_id / path.rsplit("/", 1)[-1]
 
@@ -148,13 +148,13 @@ def _read_copy(grant: dict[str, Any]) -> bytes | None:
         return f.read()
 
 
-def _remove_copy(ws: Workspace, grant_id: str) -> None:
+def _remove_copy(ws: WorkspaceApi, grant_id: str) -> None:
     folder = _copies_dir(ws) / grant_id
     if folder.is_dir() and not folder.is_symlink():
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _sweep(ws: Workspace, now: float) -> None:
+def _sweep(ws: WorkspaceApi, now: float) -> None:
     """Close the grants that expired: their records and their copies."""
     folder = _copies_dir(ws)
     try:
@@ -179,7 +179,7 @@ def grant_meta(grant: dict[str, Any]) -> CommandMeta:
     )
 
 
-def read_grant(ws: Workspace, grant_id: str | None) -> dict[str, Any] | None:
+def read_grant(ws: WorkspaceApi, grant_id: str | None) -> dict[str, Any] | None:
     """A grant as it was recorded (expired or not), or None."""
     raw = ws.sidecar.get(GRANTS, grant_id) if grant_id else None
     return dict(json.loads(raw)) if raw else None
@@ -233,7 +233,7 @@ def file_release(call: Call) -> WritePlan:
         changes.append(Write(doc.path, data, base_blob=loaded.blob))
     grant_id = call.args.grantId
 
-    def close(ws: Workspace, commit: str) -> dict[str, Any]:
+    def close(ws: WorkspaceApi, commit: str) -> dict[str, Any]:
         ws.sidecar.delete(GRANTS, grant_id)
         _remove_copy(ws, grant_id)
         return {}

@@ -13,11 +13,13 @@ from typing import Any
 
 from mnoted.core.links import Link, PathIndex, name_key, parse_links, replace_links, resolve
 from mnoted.core.links import rewritten as rewritten_link
+from mnoted.core.page import Page
 from mnoted.errors import MnoteError
 from mnoted.service.calls import Call, handles
 from mnoted.service.pages import LoadedPage
 from mnoted.service.search_tools import block_at
-from mnoted.store import Write, search_index
+from mnoted.store import Write, search_index, search_queries
+from mnoted.store.model import DocRef
 from mnoted.store.treediff import RENAME_THRESHOLD, similarity
 
 
@@ -36,16 +38,18 @@ def linking_candidates(call: Call, path: str) -> tuple[list[str], bool]:
     if conn is None or not complete:
         return _all_paths(call), False
     keys = {name_key(path)}
-    return search_index.linking_pages(conn, sorted(keys)), True
+    return search_queries.linking_pages(conn, sorted(keys)), True
 
 
-def _block_id(call: Call, path: str, line: int) -> str | None:
+def _parsed(call: Call, doc: DocRef, blob: str, data: bytes) -> Page | None:
+    """The page of a linking page's committed bytes ``data``, parsed once for the block ids
+    of all its links (cached by blob); None where the blob is not a page's text (a
+    filter's output)."""
     try:
-        loaded = call.service.pages.load(call.ws, path)
+        call.ws.refuse_filtered(doc.path)
+        return call.service.pages.page_for(call.ws, doc, blob, data)
     except MnoteError:
         return None
-    block = block_at(loaded.page, line)
-    return block.id if block else None
 
 
 def _outgoing(call: Call, loaded: LoadedPage, index: PathIndex) -> list[dict[str, Any]]:
@@ -73,20 +77,29 @@ def _links_to(text: str, source: str, target: str, index: PathIndex) -> list[Lin
 def _backlinks(
     call: Call, loaded: LoadedPage, index: PathIndex
 ) -> tuple[list[dict[str, Any]], bool]:
+    """The links to ``loaded`` in the pages the caller may see: each linking page read at
+    HEAD once, its links found in that text and its blocks parsed from the same bytes."""
     candidates, complete = linking_candidates(call, loaded.path)
     out = []
     for source in candidates:
         if not call.may_see(source):
             continue
-        data = call.ws.read_head(source)
-        if data is None:
+        blob = call.ws.blob_id(source)
+        data = None if blob is None else call.ws.read_blob(blob)
+        if blob is None or data is None:
             continue
-        for link in _links_to(_text(data), source, loaded.path, index):
+        links = _links_to(_text(data), source, loaded.path, index)
+        if not links:
+            continue
+        doc = call.ws.resolve(source)
+        page = _parsed(call, doc, blob, data)
+        for link in links:
+            block = block_at(page, link.line) if page is not None else None
             out.append(
                 {
                     "path": source,
-                    "documentId": call.ws.resolve(source).document_id,
-                    "blockId": _block_id(call, source, link.line),
+                    "documentId": doc.document_id,
+                    "blockId": block.id if block else None,
                     **link.to_dict(),
                 }
             )
@@ -190,8 +203,6 @@ def plan_link_updates(call: Call, loaded: LoadedPage, new_path: str) -> LinkUpda
         if data is None:
             continue
         text = _text(data)
-        if not any(resolve(lk, source, before) == old for lk in parse_links(text)):
-            continue
         new_text, count = _rewrite(text, source, source, old, new_path, before, after)
         if count == 0:
             continue

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mnoted.core import commands as C
+from mnoted.core import page_edits as P
 from mnoted.core.page import parse_page
 from mnoted.errors import InvalidArguments
 from mnoted.service.artifacts import artifacts_of
@@ -70,14 +70,14 @@ def _spec(item: Any) -> Any:
 def page_save(call: Call) -> WritePlan:
     loaded = call.load()
     content = [_spec(b) for b in call.args.content]
-    edit = C.save(loaded.page, content, call.args.mode)
+    edit = P.save(loaded.page, content, call.args.mode)
     return page_write(call, loaded, edit, mode=call.args.mode)
 
 
 @handles("mnote.page.update_title", store_only=True)
 def page_update_title(call: Call) -> WritePlan:
     loaded = call.load()
-    edit = C.update_title(loaded.page, call.args.title)
+    edit = P.update_title(loaded.page, call.args.title)
     return page_write(call, loaded, edit, title=edit.page.title)
 
 
@@ -88,7 +88,7 @@ def page_update_options(call: Call) -> WritePlan:
         **call.args.options.model_dump(exclude_none=True),
         **(call.args.options.model_extra or {}),
     }
-    edit = C.update_options(loaded.page, options)
+    edit = P.update_options(loaded.page, options)
     return page_write(call, loaded, edit, **edit.details)
 
 

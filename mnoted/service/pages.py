@@ -15,7 +15,7 @@ from mnoted.core.page import Page, parse_page
 from mnoted.errors import NotFound
 from mnoted.service.idlists import IdLists
 from mnoted.service.lru import Bounded
-from mnoted.store import DocRef, Workspace
+from mnoted.store import DocRef, WorkspaceApi
 
 _CACHE_SIZE = 256
 _CACHE_LINES = 250_000
@@ -40,7 +40,7 @@ class LoadedPage:
 _Key = tuple[str, str, str]  # workspace id, blob id, path
 
 
-def _key(ws: Workspace, doc: DocRef, blob: str) -> _Key:
+def _key(ws: WorkspaceApi, doc: DocRef, blob: str) -> _Key:
     """A page's key in the cache: the same text at the same path may have other ids in
     another workspace of the daemon (reached there by another history)."""
     return (ws.workspace_id, blob, doc.path)
@@ -56,7 +56,7 @@ class PageCache:
         )
         self._ids = IdLists()
 
-    def at_blob(self, ws: Workspace, doc: DocRef, blob: str) -> Page | None:
+    def at_blob(self, ws: WorkspaceApi, doc: DocRef, blob: str) -> Page | None:
         """The page of ``blob`` at ``doc``'s path: from the cache (the blob is not read
         again), else read and parsed; None if the repository lacks the blob."""
         page = self._pages.get(_key(ws, doc, blob))
@@ -65,7 +65,7 @@ class PageCache:
         data = ws.read_blob(blob)
         return None if data is None else self.page_for(ws, doc, blob, data)
 
-    def page_for(self, ws: Workspace, doc: DocRef, blob: str, data: bytes) -> Page:
+    def page_for(self, ws: WorkspaceApi, doc: DocRef, blob: str, data: bytes) -> Page:
         """The page of ``data`` (blob ``blob``) with stable ids."""
         key = _key(ws, doc, blob)
         cached = self._pages.get(key)
@@ -81,7 +81,7 @@ class PageCache:
         self._pages.put(key, page)
         return page
 
-    def _previous(self, ws: Workspace, doc: DocRef, blob: str) -> Page | None:
+    def _previous(self, ws: WorkspaceApi, doc: DocRef, blob: str) -> Page | None:
         last = ws.sidecar.get("lastblob", doc.document_id)
         if last is None or last == blob:
             return None
@@ -91,17 +91,17 @@ class PageCache:
             return None
         return parse_page(data, doc.path, ids=ids)
 
-    def _ids_of(self, ws: Workspace, blob: str) -> list[str] | None:
+    def _ids_of(self, ws: WorkspaceApi, blob: str) -> list[str] | None:
         """The ids kept for ``blob``; None if none are (or they cannot be read)."""
         stored = ws.sidecar.get("blockids", blob)
         return None if stored is None else self._ids.read(ws.sidecar, stored)
 
-    def remember_ids(self, ws: Workspace, doc: DocRef, blob: str, page: Page) -> None:
+    def remember_ids(self, ws: WorkspaceApi, doc: DocRef, blob: str, page: Page) -> None:
         """Keep ``page``'s ids as those of ``blob``, the document's newest known version."""
         ws.sidecar.put_many(self._ids.entries(ws.sidecar, doc.document_id, blob, page.block_ids()))
         self._pages.put(_key(ws, doc, blob), page)
 
-    def load(self, ws: Workspace, ref: str) -> LoadedPage:
+    def load(self, ws: WorkspaceApi, ref: str) -> LoadedPage:
         """The document ``ref`` (id or path) at HEAD, after committing any edit on disk."""
         try:
             doc = ws.resolve(ref)
@@ -126,7 +126,7 @@ class PageCache:
             raise NotFound(f"no document {ref!r}", ref=ref)
         return LoadedPage(doc, page, blob, ws.revision_of(doc.path))
 
-    def at_revision(self, ws: Workspace, doc: DocRef, revision: str) -> Page | None:
+    def at_revision(self, ws: WorkspaceApi, doc: DocRef, revision: str) -> Page | None:
         """The document as it was at ``revision`` (None if unknown there)."""
         found = ws.blob_at(revision, doc.path)
         if found is None:

@@ -21,7 +21,7 @@ from mnoted.service import visibility
 from mnoted.service.actors import Actor, utc_iso
 from mnoted.service.calls import HANDLERS, Call, WritePlan
 from mnoted.service.pages import LoadedPage
-from mnoted.store import Workspace
+from mnoted.store import WorkspaceApi
 from mnoted.store.reviews import ReviewStore
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ FINISHED = tuple(state for state, after in TRANSITIONS.items() if not after)
 """applied, rejected, aborted: nothing more can happen to these."""
 
 
-def store_of(service: Service, ws: Workspace) -> ReviewStore:
+def store_of(service: Service, ws: WorkspaceApi) -> ReviewStore:
     """The workspace's review store (opened on the workspace's own thread, once)."""
     store = service.review_store
     if store is None:
@@ -68,13 +68,13 @@ def store_of(service: Service, ws: Workspace) -> ReviewStore:
     return store
 
 
-def close_store(service: Service, ws: Workspace) -> None:
+def close_store(service: Service, ws: WorkspaceApi) -> None:
     store, service.review_store = service.review_store, None
     if store is not None:
         store.close()
 
 
-def _recover(service: Service, ws: Workspace, store: ReviewStore) -> None:
+def _recover(service: Service, ws: WorkspaceApi, store: ReviewStore) -> None:
     """After a restart nothing is applied: a session caught mid-apply is settled by Git."""
     for session in store.list(states=("accepted", "applying"), limit=10_000):
         found = (
@@ -95,7 +95,7 @@ def _recover(service: Service, ws: Workspace, store: ReviewStore) -> None:
 
 def set_state(
     service: Service,
-    ws: Workspace,
+    ws: WorkspaceApi,
     store: ReviewStore | None,
     session: dict[str, Any],
     state: str,

@@ -19,7 +19,7 @@ from mnoted.errors import InvalidArguments, MnoteError
 from mnoted.service.actors import Actor, glob_match
 from mnoted.service.calls import Call, handles
 from mnoted.service.visibility import is_artifact
-from mnoted.store import search_index
+from mnoted.store import search_index, search_queries
 
 _CURSOR_PREFIX = "o"
 
@@ -53,7 +53,7 @@ def title_block(page: Page) -> Block | None:
     return None
 
 
-def _hit(call: Call, hit: search_index.Hit, query: Query) -> dict[str, Any]:
+def _hit(call: Call, hit: search_queries.Hit, query: Query) -> dict[str, Any]:
     out: dict[str, Any] = {
         "path": hit.path,
         "title": hit.title,
@@ -108,14 +108,14 @@ def workspace_search(call: Call) -> dict[str, Any]:
     else:  # (its own index: the pages of its grants, and nothing else)
         index = search_index.scoped(call.ws, actor.grants, lambda p: _in_scope(actor, p))
     conn, complete = index.current()
-    filters = search_index.Filters(
+    filters = search_queries.Filters(
         paths=paths_matcher(args.paths),
         tags=tuple(args.tags or ()),
         fields=tuple((args.frontmatter or {}).items()),
     )
-    total, hits = 0, list[search_index.Hit]()
+    total, hits = 0, list[search_queries.Hit]()
     if conn is not None:
-        total, hits = search_index.search(conn, query, filters, args.limit, offset)
+        total, hits = search_queries.search(conn, query, filters, args.limit, offset)
     answer: dict[str, Any] = {
         "revision": call.ws.head if complete else index.target,
         "complete": complete,

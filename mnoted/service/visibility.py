@@ -18,7 +18,7 @@ from typing import Any
 from mnoted.errors import NotFound, PathRejected
 from mnoted.service.actors import Actor
 from mnoted.service.lru import Bounded
-from mnoted.store import Workspace
+from mnoted.store import WorkspaceApi
 
 ARTIFACT_DIRS = ("ai/summaries/", "ai/notes/")
 READERS = "_readers"
@@ -34,7 +34,7 @@ def is_artifact(path: str) -> bool:
     return path.startswith(ARTIFACT_DIRS)
 
 
-def artifact_source(ws: Workspace, path: str) -> str | None:
+def artifact_source(ws: WorkspaceApi, path: str) -> str | None:
     """The documentId of the page an artifact at ``path`` is about, or None.
 
     A summary names it in its file name (``ai/summaries/<documentId>.md``), from the
@@ -62,7 +62,7 @@ def artifact_source(ws: Workspace, path: str) -> str | None:
     return known or None
 
 
-def may_see(actor: Actor, ws: Workspace | None, path: str) -> bool:
+def may_see(actor: Actor, ws: WorkspaceApi | None, path: str) -> bool:
     """Whether ``actor`` may learn anything of ``path`` (its name, its text, its history)."""
     if actor.is_owner:
         return True
@@ -88,7 +88,7 @@ def session_paths(session: Mapping[str, Any]) -> list[str]:
     return sorted(paths)
 
 
-def may_see_all(actor: Actor, ws: Workspace | None, paths: Iterable[str]) -> bool:
+def may_see_all(actor: Actor, ws: WorkspaceApi | None, paths: Iterable[str]) -> bool:
     """Whether ``actor`` may see every one of ``paths`` (a session, a commit, an event)."""
     return all(may_see(actor, ws, p) for p in paths)
 
@@ -112,7 +112,7 @@ def public(event: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in event.items() if not k.startswith("_")}
 
 
-def readers_of(ws: Workspace, path: str | None) -> list[str]:
+def readers_of(ws: WorkspaceApi, path: str | None) -> list[str]:
     """The paths whose grants an event about ``path`` needs (it and an artifact's source),
     worked out on the workspace's thread where the event is made."""
     if path is None:

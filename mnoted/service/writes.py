@@ -19,7 +19,7 @@ from mnoted.errors import BaseChanged, Conflict, PermissionDenied, StorageError
 from mnoted.service import idempotency, provenance, review_sessions, visibility
 from mnoted.service.answers import audit, ok
 from mnoted.service.calls import Call, Handler, WritePlan
-from mnoted.store import CommandMeta, CommitResult, Workspace, Write
+from mnoted.store import CommandMeta, CommitResult, WorkspaceApi, Write
 
 _REPLANS = 3
 """Plans of one write when the page keeps changing between its read and its commit."""
@@ -90,6 +90,11 @@ def _gate_and_land(call: Call, plan: WritePlan, key: str | None, digest: str) ->
             return ok(call, result, _committed_before(call, plan, result, changed))
     else:
         commit = land(ws, plan, meta)
+        if commit.planned is not None:
+            result.setdefault("warnings", []).append(
+                f"saved by someone else as it landed (commit {commit.parent}): the write "
+                f"was applied again on their save, as commit {commit.commit}"
+            )
     if commit.replayed:  # (the store's own check; the one before planning normally answers)
         record = idempotency.check(call, key, digest) if key else None
         if record is not None:
@@ -144,8 +149,9 @@ def _result(call: Call, plan: WritePlan, preview: dict[str, Any]) -> dict[str, A
     if plan.edit is not None:
         result.setdefault("diff", plan.diff)
         result.setdefault("unifiedDiff", plan.edit.diff)
-    for key in ("changedBlocks", "risk", "blocked", "warnings"):
+    for key in ("changedBlocks", "risk", "blocked"):
         result.setdefault(key, preview[key])
+    result.setdefault("warnings", list(preview["warnings"]))  # (a landing may add its own)
     if call.request.dryRun and call.spec.name in REVIEW_DRAFTS and plan.edit is not None:
         result["reviewSession"] = _propose(call, plan, preview)  # (nothing is kept)
     if call.spec.name == "mnote.page.save" and plan.edit is not None:
@@ -169,7 +175,7 @@ def _command_meta(call: Call, plan: WritePlan, key: str | None, digest: str) -> 
     )
 
 
-def land(ws: Workspace, plan: WritePlan, meta: CommandMeta) -> CommitResult:
+def land(ws: WorkspaceApi, plan: WritePlan, meta: CommandMeta) -> CommitResult:
     """Commit ``plan``'s changes as one command, read back before it is reported."""
     commit = ws.apply(meta, plan.changes)
     if not commit.replayed:
@@ -317,7 +323,7 @@ def _committed_before(
     )
 
 
-def read_back(ws: Workspace, plan: WritePlan, commit: CommitResult) -> None:
+def read_back(ws: WorkspaceApi, plan: WritePlan, commit: CommitResult) -> None:
     """Seed 003 §3.3: a write is reported applied only once its commit is read back and
     holds what was planned: each written path's bytes in the commit are the planned bytes
     (as Git stores them: line endings and ``$Id$`` cleaned), so the page aggregate read
@@ -325,7 +331,7 @@ def read_back(ws: Workspace, plan: WritePlan, commit: CommitResult) -> None:
     for change in plan.changes:
         if not isinstance(change, Write):
             continue
-        found = ws.blob_at(commit.commit, change.path)
+        found = ws.blob_at(commit.planned or commit.commit, change.path)
         if found is None or (
             found[1] != change.data and _as_stored(found[1]) != _as_stored(change.data)
         ):

@@ -1,9 +1,11 @@
 """The Git-backed workspace store: one command, one commit; commit hashes are revisions.
 
 See ``docs/store.md`` for the on-disk layout, the commit format, the journal and the lock
-policy. The service layer uses :class:`Workspace` and the value types below.
+policy. The service layer uses a workspace through :class:`WorkspaceApi` (which :class:`Workspace`
+implements) and the value types below.
 """
 
+from mnoted.store.api import WorkspaceApi
 from mnoted.store.config import WorkspaceConfig
 from mnoted.store.facades import Idempotency, KeyValue
 from mnoted.store.maintenance import Maintainer, PackReport
@@ -41,6 +43,7 @@ __all__ = [
     "Move",
     "PackReport",
     "Workspace",
+    "WorkspaceApi",
     "WorkspaceConfig",
     "Write",
     "check_new_name",

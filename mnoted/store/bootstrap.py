@@ -1,4 +1,5 @@
-"""Checks made before a folder is served: a sound repository, one daemon, the user's identity."""
+"""Checks made before a folder is served: a sound repository, one daemon, the user's identity;
+and the template's files put in a folder that becomes a workspace (:func:`adopt`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,18 @@ import pygit2
 
 from mnoted.errors import LockBusy, WorkspaceInvalid
 from mnoted.store import refs
+from mnoted.store.atomic import make_dirs, write_atomic
+from mnoted.store.config import (
+    CONFIG_PATH,
+    WorkspaceConfig,
+    config_text,
+    lacks_id,
+    new_workspace_id,
+    render,
+)
 from mnoted.store.model import Identity
+from mnoted.store.paths import resolve
+from mnoted.store.template import merged_gitignore, template_files
 
 EXTERNAL_ACTOR = "external"
 
@@ -145,3 +157,47 @@ def user_identity(repo: pygit2.Repository) -> Identity | None:
     except (KeyError, pygit2.GitError):
         return None
     return Identity(str(name), str(email))
+
+
+def adopt(path: str | os.PathLike[str]) -> tuple[Path, bool, list[str]]:
+    """Make ``path`` a folder with a repository and the template's files it lacks
+    (``Workspace.init``): the folder, whether its repository had no commit, and the
+    template paths written. A new config gets a workspace id; ``.gitignore`` gets
+    mnoted's lines appended; the welcome page only goes to a new folder without notes."""
+    root = Path(path).expanduser()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WorkspaceInvalid(f"cannot create the folder {root}: {exc.strerror}") from exc
+    root = root.resolve()
+    if not (root / ".git").exists():
+        pygit2.init_repository(str(root), initial_head="main")
+    repo = check_repository(root)
+    unborn = repo.head_is_unborn
+    has_notes = any(p.suffix.lower() == ".md" for p in root.iterdir() if p.is_file())
+    del repo
+    written: list[str] = []
+    for rel, data in template_files().items():
+        target = root / rel
+        if rel == CONFIG_PATH:
+            # the workspace's own config, or the template's; either gets an id if it
+            # has none (a config copied from the template, or written by hand)
+            text = config_text(root) if target.exists() else data.decode("utf-8")
+            if not lacks_id(text):
+                WorkspaceConfig.parse(text, str(target))  # (what else is wrong in it)
+                continue
+            text = render(text, new_workspace_id())
+            WorkspaceConfig.parse(text, str(target))  # (the id went where TOML reads it)
+            data = text.encode("utf-8")
+        elif rel == ".gitignore" and target.exists():
+            data = merged_gitignore(target.read_bytes(), data)
+            if data == target.read_bytes():
+                continue
+        elif target.exists() or (rel.lower().endswith(".md") and (has_notes or not unborn)):
+            continue
+        if not rel.startswith(".mnote/"):
+            resolve(root, rel)  # refuses a planted symlink at a template path
+        make_dirs(root, target.parent)
+        write_atomic(target, data)
+        written.append(rel)
+    return root, unborn, written

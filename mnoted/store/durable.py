@@ -54,6 +54,19 @@ class Syncing:
             raise error
 
 
+def close_later(fd: int) -> None:
+    """Close ``fd`` on the pool: closing the last reference to a large file whose name is
+    gone frees its pages, a cost the caller need not wait for."""
+    _executor().submit(_close_quietly, fd)
+
+
+def _close_quietly(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError as exc:  # (nothing depends on it: the file's name is gone already)
+        log.warning("closing a replaced file failed: %s", exc)
+
+
 def start_paths(paths: Sequence[str | os.PathLike[str]], fds: Sequence[int] = ()) -> Syncing:
     """Open ``paths`` (files or folders) and start syncing them with ``fds`` on the pool;
     :meth:`Syncing.wait` closes what was opened here."""

@@ -20,6 +20,8 @@ from typing import Any
 
 import pygit2
 
+from mnoted.store.statcache import stamp as stamp  # (the index file's version)
+
 # ctime s, ns, mtime s, ns, (dev), ino, mode, (uid, gid), size, object id, flags
 _FIXED = struct.Struct(">IIII4xII8xI20sH")
 _FIXED_SIZE = 62
@@ -102,15 +104,6 @@ class IndexStat:
             if not keys[i].startswith(prefix):
                 break
             yield keys[i]
-
-
-def stamp(index_path: Path) -> tuple[int, int, int, int] | None:
-    """What tells one version of the index file from another (None: no index)."""
-    try:
-        st = os.stat(index_path)
-    except FileNotFoundError:
-        return None
-    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def load(index_path: Path) -> IndexStat:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from mnoted.store.model import CommandMeta
+from mnoted.store.model import CommandMeta, Identity
 
 COMMAND_ID = "Mnote-Command-Id"
 TRACE_ID = "Mnote-Trace-Id"
@@ -101,3 +101,31 @@ def parse_trailers(message: str) -> dict[str, str]:
             return {}
         out.setdefault(m.group(1), m.group(2).strip())
     return out
+
+
+_FIELDS = {
+    COMMAND_ID: "command_id",
+    TRACE_ID: "trace_id",
+    TOOL: "tool",
+    TOOL_CALL_ID: "tool_call_id",
+    RUN_ID: "run_id",
+    SESSION_ID: "session_id",
+    IDEMPOTENCY_KEY: "idempotency_key",
+    REQUEST_HASH: "request_hash",
+}
+
+
+def meta_of(text: str, author: Identity) -> CommandMeta:
+    """The metadata a commit's message and author were made from (:func:`format_message`'s
+    inverse): a commit that carries on a command has its subject verb, trailers and author."""
+    trailers = parse_trailers(text)
+    command = text.split("\n", 1)[0].split(": ", 1)[0].strip() or "external.edit"
+    known = {field: trailers[key] for key, field in _FIELDS.items() if key in trailers}
+    extra = tuple(
+        (k, v)
+        for k, v in trailers.items()
+        if k.startswith("Mnote-") and k not in _FIELDS and k != ACTOR
+    )
+    return CommandMeta(
+        command, trailers.get(ACTOR, author.name), author=author, extra=extra, **known
+    )

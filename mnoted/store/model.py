@@ -101,6 +101,9 @@ class CommitResult:
     replayed: bool = False
     external_commit: str | None = None
     """The commit of pending external edits made just before this one, if any."""
+    planned: str | None = None
+    """The command's first commit, which holds its planned bytes, when ``commit`` is a second
+    one that put its change back on a save a person made as it landed (``parent``)."""
 
 
 @dataclass(frozen=True)

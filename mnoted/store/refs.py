@@ -17,6 +17,7 @@ from pathlib import Path
 from mnoted.errors import WorkspaceInvalid
 from mnoted.store import gitlock
 from mnoted.store.atomic import in_folder
+from mnoted.store.statcache import stamp_of
 
 ZERO = "0" * 40
 _APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
@@ -71,7 +72,7 @@ def stamp(gitdir: Path, refname: str) -> tuple[tuple[int, int, int, int] | None,
         except OSError:
             out.append(None)
         else:
-            out.append((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+            out.append(stamp_of(st))
     return tuple(out)
 
 

@@ -47,29 +47,43 @@ _F_SETLEASE = getattr(fcntl, "F_SETLEASE", 1024)
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-def held_for_writing(folder: int, name: str, st: os.stat_result) -> bool | None:
-    """Whether another process holds the file ``name`` (stat ``st``) in ``folder`` open for
-    writing; None where the kernel cannot tell (no lease on this file for this process)."""
+@contextmanager
+def _read_lease(folder: int, name: str) -> Iterator[tuple[int | None, bool | None]]:
+    """Open file ``name`` in ``folder`` and hold a read lease on it for the body. Yields the
+    fd (None if it did not open) and whether someone holds the file open for writing: True
+    (the kernel refused the lease, or someone holds one of their own), False (the lease is
+    held), None (the kernel cannot tell: not the owner, no leases on this file system)."""
     try:
         fd = os.open(name, _READ_FLAGS, dir_fd=folder)
     except BlockingIOError:  # someone holds a lease of their own on it: writing, say
-        return True
+        yield None, True
+        return
     except OSError:
-        return None
+        yield None, None
+        return
+    leased = False
     try:
-        if os.fstat(fd).st_ino != st.st_ino:  # replaced meanwhile: changed a moment ago
-            return True
+        busy: bool | None = False
         try:
             fcntl.fcntl(fd, _F_SETSIG, signal.SIGURG)
             fcntl.fcntl(fd, _F_SETLEASE, fcntl.F_RDLCK)
+            leased = True
         except OSError as exc:
-            if exc.errno in (errno.EAGAIN, errno.EBUSY):
-                return True
-            return None  # EACCES: not the owner; EINVAL: no leases on this file system
-        fcntl.fcntl(fd, _F_SETLEASE, fcntl.F_UNLCK)
-        return False
+            busy = True if exc.errno in (errno.EAGAIN, errno.EBUSY) else None
+        yield fd, busy
     finally:
+        if leased:
+            fcntl.fcntl(fd, _F_SETLEASE, fcntl.F_UNLCK)
         os.close(fd)
+
+
+def held_for_writing(folder: int, name: str, st: os.stat_result) -> bool | None:
+    """Whether another process holds the file ``name`` (stat ``st``) in ``folder`` open for
+    writing; None where the kernel cannot tell (no lease on this file for this process)."""
+    with _read_lease(folder, name) as (fd, busy):
+        if fd is not None and os.fstat(fd).st_ino != st.st_ino:
+            return True  # replaced meanwhile: changed a moment ago
+        return busy
 
 
 _F_GETLEASE = getattr(fcntl, "F_GETLEASE", 1025)
@@ -82,32 +96,14 @@ def no_new_writer(folder: int, name: str) -> Iterator[Callable[[], bool]]:
     be replaced now: False if someone holds it open for writing, or began to open it so
     (the writer would then write to the replaced file). Where leases are not available it
     always says True (the stat check before a rename is then all there is)."""
-    try:
-        fd = os.open(name, _READ_FLAGS, dir_fd=folder)
-    except BlockingIOError:
-        yield lambda: False
-        return
-    except OSError:
-        yield lambda: True
-        return
-    leased = False
-    try:
-        try:
-            fcntl.fcntl(fd, _F_SETSIG, signal.SIGURG)
-            fcntl.fcntl(fd, _F_SETLEASE, fcntl.F_RDLCK)
-            leased = True
-        except OSError as exc:
-            if exc.errno in (errno.EAGAIN, errno.EBUSY):
-                yield lambda: False
-                return
-        if not leased:
+    with _read_lease(folder, name) as (fd, busy):
+        if busy is None:
             yield lambda: True
-            return
-        yield lambda: fcntl.fcntl(fd, _F_GETLEASE) == fcntl.F_RDLCK
-    finally:
-        if leased:
-            fcntl.fcntl(fd, _F_SETLEASE, fcntl.F_UNLCK)
-        os.close(fd)
+        elif busy or fd is None:
+            yield lambda: False
+        else:
+            leased = fd
+            yield lambda: fcntl.fcntl(leased, _F_GETLEASE) == fcntl.F_RDLCK
 
 
 class Settling:

@@ -520,6 +520,14 @@ class Sidecar:
         )
         return cur.rowcount
 
+    def forget_keys_of(self, commit: str) -> None:
+        """Drop the idempotency records naming ``commit``: a command whose change the file
+        did not keep (refused after it landed) is run anew by a retry with its key."""
+        self._later.idempotency = {
+            k: row for k, row in self._later.idempotency.items() if row[2] != commit
+        }
+        self.conn.execute("DELETE FROM idempotency WHERE commit_id = ?", (commit,))
+
     def set_result(self, key: str, request_hash: str | None, result_json: str) -> bool:
         """Keep the result of ``key``'s command; False if no record has that key and hash."""
         kept = self._later.idempotency.get(key)

@@ -34,6 +34,21 @@ LIMIT = 500_000
 RECENT_FROM = 64 * 1024  # a file this large is compared with the bytes last seen, not rehashed
 
 Key = tuple[int, int, int, int, int, int]
+Stamp = tuple[int, int, int, int]
+
+
+def stamp_of(st: os.stat_result) -> Stamp:
+    """What tells one version of a file from another: inode, size, mtime and ctime. A file
+    replaced by a rename has a new inode; one rewritten in place, a new ctime."""
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def stamp(path: str | os.PathLike[str]) -> Stamp | None:
+    """:func:`stamp_of` the file at ``path``; None if there is none."""
+    try:
+        return stamp_of(os.stat(path))
+    except FileNotFoundError:
+        return None
 
 
 def key_of(st: os.stat_result) -> Key:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import secrets
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mnoted.errors import InvalidArguments, NotFound, WorkspaceInvalid
+from mnoted.store import statcache
 from mnoted.store.atomic import write_atomic
 
 TOKENS_FILE = "tokens.json"
@@ -65,11 +65,9 @@ class TokenStore:
         self.path = state_dir / TOKENS_FILE
 
     def _load(self) -> list[TokenRecord]:
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
+        stamp = statcache.stamp(self.path)
+        if stamp is None:
             return []
-        stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         known = _LOADED.get(self.path)
         if known is not None and known[0] == stamp:
             return list(known[1])

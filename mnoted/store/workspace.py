@@ -14,6 +14,12 @@ the journal. Inside :meth:`Workspace.group` commands are staged one on another a
 together (one pack of their objects, one journal entry, one compare-and-swap, their files
 synced together). The Git
 index is refreshed for those paths when the daemon is idle (:meth:`Workspace.idle`).
+
+The workspace composes collaborators that own their state and never import this module:
+:class:`~mnoted.store.heads.Heads` (the branch and its commit), :class:`~mnoted.store.reads.Reads`,
+:class:`~mnoted.store.external.External` (edits made outside mnoted) and
+:class:`~mnoted.store.upkeep.Upkeep` (packs); it keeps the landing, groups, recovery and the
+Git index's refresh (``docs/store.md``, *Inside a workspace*).
 """
 
 from __future__ import annotations
@@ -40,13 +46,11 @@ from mnoted.errors import (
     InvalidArguments,
     LockBusy,
     MnoteError,
-    NotFound,
     PathRejected,
     StorageError,
     WorkspaceInvalid,
 )
 from mnoted.store import (
-    dirfd,
     durable,
     faults,
     gitindex,
@@ -56,32 +60,30 @@ from mnoted.store import (
     indexstat,
     message,
     packs,
+    reapply,
     refs,
-    scan,
     treediff,
     trees,
 )
-from mnoted.store.atomic import fsync_dir, make_dirs, remove_temp_files, write_atomic
+from mnoted.store.atomic import fsync_dir, remove_temp_files
+from mnoted.store.authors import Authors
 from mnoted.store.bootstrap import (
     EXTERNAL_ACTOR,
+    adopt,
     check_repository,
-    identity_from_config,
     take_process_lock,
     unfinished_operation,
-    user_identity,
 )
 from mnoted.store.config import (
     CONFIG_PATH,
     WorkspaceConfig,
-    config_text,
-    lacks_id,
-    new_workspace_id,
-    render,
 )
+from mnoted.store.external import External
 from mnoted.store.facades import Idempotency, KeyValue
 from mnoted.store.filters import Clean, Filters
+from mnoted.store.heads import Heads
 from mnoted.store.journal import Entry, FileStep, Journal
-from mnoted.store.maintenance import PackReport, pack_loose_objects
+from mnoted.store.maintenance import PackReport
 from mnoted.store.model import (
     Change,
     CommandMeta,
@@ -92,10 +94,8 @@ from mnoted.store.model import (
     IdempotencyRecord,
     Identity,
 )
-from mnoted.store.paths import is_internal, normalize, not_utf8, resolve
 from mnoted.store.planning import (
     Target,
-    disk_changes,
     plan,
     refuse_filtered,
     refuse_left_out,
@@ -103,21 +103,17 @@ from mnoted.store.planning import (
     subject_path,
     validate,
 )
+from mnoted.store.reads import Reads
 from mnoted.store.settle import Settling
 from mnoted.store.sidecar import Sidecar
-from mnoted.store.staged import staged as staged_paths
-from mnoted.store.statcache import Key, StatCache, key_of
+from mnoted.store.statcache import Key, StatCache
 from mnoted.store.statedir import PRIVATE_DIR, STATE_DIR, state_dir
-from mnoted.store.template import merged_gitignore, template_files
-from mnoted.store.worktree import FileWrites, disk_file, materialize, read_file
+from mnoted.store.upkeep import Upkeep
+from mnoted.store.worktree import FileWrites, disk_file, materialize
 
 SIDECAR_NAME = "state.sqlite3"
 PROCESS_LOCK = "daemon.lock"
 COMMITTER = Identity("mnoted", indexer.COMMITTER_EMAIL)
-OWNER_ACTOR = "owner"
-"""The owner's actor id (``service.actors.OWNER_ID``): their commits carry their Git identity."""
-IDENTITY_SECONDS = 5.0
-"""How long the person's Git identity, once read, is used before it is read again."""
 _CAS_ATTEMPTS = 5
 SETTLE_WAIT = 0.5
 """How long a check of the disk waits for a file being written by someone else to settle
@@ -138,11 +134,6 @@ workspace most of the time (``docs/store.md``, *The Git index*)."""
 PACKS_PER_LEVEL = 16
 """The store's own packs are merged by sixteen: sixteen landings' packs into one, sixteen of
 those into one, ... so a daemon that never idles keeps a few dozen packs, not thousands."""
-_Merged = tuple[str, int] | bool | None  # a merge's pack and size; None: nothing; False: skipped
-_STAGING_PRIORITY = 2
-"""libgit2's pack backend has priority 2 and its loose backend 1; backends of equal priority
-keep the order they were added in, so reads try the packs first, then the staged objects
-(Python), then loose files, and writes go to the first backend that writes: the staging."""
 log = logging.getLogger("mnoted.store")
 
 
@@ -176,54 +167,63 @@ class Workspace:
         self._index_job: tuple[Future[float], dict[str, gitindex.Entry]] | None = None
         self._index_thread: ThreadPoolExecutor | None = None
         self._index_next = 0.0  # (monotonic) no background refresh before (INDEX_SHARE)
-        self._merge_thread: ThreadPoolExecutor | None = None  # merges packs (`upkeep`)
-        self._merge_job: tuple[Future[_Merged], int, list[str]] | None = None
         self._owner = threading.get_ident()
-        self._external = external_identity
-        self._user: tuple[float, Identity | None] | None = None  # (user_identity, read at)
-        self._branch = refs.current_branch(self.gitdir)
-        self._head: str | None = refs.read_ref(self.gitdir, self._branch)
+        self.authors = Authors(repo, external_identity)
+        self.heads = Heads(
+            self.gitdir, repo, side, COMMITTER.email, lambda: self._group is not None
+        )
         self._needs_recovery = False
         self._closed = False
         self._group: _Group | None = None
         # The last landing, its files in place, their folders' syncs under way (`_settle`).
         self._settling: tuple[FileWrites, Entry] | None = None
-        self._ref_stamp: object = None  # refs.stamp when HEAD was last read
         self._kept_tree: tuple[str, pygit2.Tree] | None = None  # `_head_tree`
         self.on_write: Callable[[str, str | None], object] | None = None
         """Told each path and blob id (None: removed) just before the store writes it, so a
         watcher can recognise the store's own writes (``sync.OwnWrites``)."""
-        self.left_alone: Callable[[str], bool] | None = None
-        """Untracked files the scan passes over as it does ignored ones, set by the process
-        that opens the workspace: the daemon's are editors' temp and swap files, which its
-        watcher never commits either (``sync.ignore.is_temp``)."""
         # Bytes of the blobs staged and not yet landed: read back without inflating them.
         self._fresh: dict[str, bytes] = {}
         # Blob ids of work-tree files hashed since they last changed (checks and scans
         # skip re-reading them).
         self._stats = StatCache()
         self._writers = Settling()  # which files are settled (store.settle)
-        self.unsettled: set[str] = set()
-        """The paths the last :meth:`commit_external` left alone: being written by someone
-        else (open for writing, or changed a moment ago) for longer than it waited."""
         self._filters = Filters(repo, str(self.gitdir))
-        self._index_cache: tuple[object, indexstat.IndexStat] | None = None
+        self.reads = Reads(
+            root,
+            repo,
+            side,
+            self.heads,
+            self._stats,
+            self._filters,
+            self._fresh,
+            self._check_thread,
+            lambda: self._group is not None and bool(self._group.staged),
+        )
+        self.external = External(
+            root,
+            repo,
+            side,
+            self.heads,
+            self._stats,
+            self._filters,
+            self._writers,
+            config=lambda: self.config,
+            head_tree=self._head_tree,
+            flush_index=self.flush_index,
+            check=self._check_thread,
+        )
         # .git/index as the store last wrote or read it (its stamp), patched at each landing
         self._index_file: tuple[object, indexfile.IndexFile] | None = None
         self._synced: dict[str, gitindex.Entry] = {}  # entries set at landings, still pending
-        self._staged_cache: tuple[object, set[str]] | None = None
         # New objects stay in memory until they land as one pack (store.packs).
         self._pack_dir = self.gitdir / "objects" / "pack"
         if not self._pack_dir.is_dir():  # libgit2 watches only a pack folder it saw at open
             self._pack_dir.mkdir()
             fsync_dir(self._pack_dir.parent)
-        self._staging = packs.Staging(None)
+        self.pack_upkeep = Upkeep(self.gitdir, repo)  # (its staging: objects not landed)
         self._writer = packs.object_writer(self._staging, repo)  # new trees and commits
         self._builders = trees.Builders()  # the writer's, by the tree each holds
-        self._reopen_objects(retired=False)  # (opening drops them: `_recover`)
-        self._levels: list[list[str]] = [[]]  # the packs this store wrote, by merge level
-        self._pack_lock = threading.Lock()  # maintenance() and the writer's merges
-        self._odb_stale = False  # maintenance() removed packs the repository still lists
+        self.pack_upkeep.reopen_objects(retired=False)  # (opening drops them: `_recover`)
 
     # opening ------------------------------------------------------------------------------
     @classmethod
@@ -241,42 +241,7 @@ class Workspace:
         only gains the template files it lacks (its ``.gitignore`` gets mnoted's lines
         appended). Idempotent.
         """
-        root = Path(path).expanduser()
-        try:
-            root.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise WorkspaceInvalid(f"cannot create the folder {root}: {exc.strerror}") from exc
-        root = root.resolve()
-        if not (root / ".git").exists():
-            pygit2.init_repository(str(root), initial_head="main")
-        repo = check_repository(root)
-        unborn = repo.head_is_unborn
-        has_notes = any(p.suffix.lower() == ".md" for p in root.iterdir() if p.is_file())
-        del repo
-        written: list[str] = []
-        for rel, data in template_files().items():
-            target = root / rel
-            if rel == CONFIG_PATH:
-                # the workspace's own config, or the template's; either gets an id if it
-                # has none (a config copied from the template, or written by hand)
-                text = config_text(root) if target.exists() else data.decode("utf-8")
-                if not lacks_id(text):
-                    WorkspaceConfig.parse(text, str(target))  # (what else is wrong in it)
-                    continue
-                text = render(text, new_workspace_id())
-                WorkspaceConfig.parse(text, str(target))  # (the id went where TOML reads it)
-                data = text.encode("utf-8")
-            elif rel == ".gitignore" and target.exists():
-                data = merged_gitignore(target.read_bytes(), data)
-                if data == target.read_bytes():
-                    continue
-            elif target.exists() or (rel.lower().endswith(".md") and (has_notes or not unborn)):
-                continue
-            if not rel.startswith(".mnote/"):
-                resolve(root, rel)  # refuses a planted symlink at a template path
-            make_dirs(root, target.parent)
-            write_atomic(target, data)
-            written.append(rel)
+        root, unborn, written = adopt(path)
         ws = cls.open(root, external_identity=external_identity, lock_wait=lock_wait)
         try:
             # a repository without commits starts with everything in the folder
@@ -347,8 +312,7 @@ class Workspace:
                 self._settling[0].close()
             if self._index_thread is not None:
                 self._index_thread.shutdown(wait=True)
-            if self._merge_thread is not None:
-                self._merge_thread.shutdown(wait=True)  # a merge's files are not left half made
+            self.pack_upkeep.close()
             self._closed = True
             self._journal.close()
             self._side.close()
@@ -395,11 +359,27 @@ class Workspace:
     @property
     def head(self) -> str | None:
         """The workspace revision: the commit the branch names (None before the first)."""
-        return self._head
+        return self.heads.head
 
     @property
     def branch(self) -> str:
-        return self._branch
+        return self.heads.branch
+
+    @property
+    def _head(self) -> str | None:
+        return self.heads.head
+
+    @_head.setter
+    def _head(self, head: str | None) -> None:
+        self.heads.head = head
+
+    @property
+    def _branch(self) -> str:
+        return self.heads.branch
+
+    @_branch.setter
+    def _branch(self, branch: str) -> None:
+        self.heads.branch = branch
 
     def _settled(self) -> None:
         """Finish a command an error interrupted (its record must describe it), catch up."""
@@ -450,121 +430,67 @@ class Workspace:
         Returns True if HEAD had moved since the store last looked.
         """
         self._check_thread()
-        if self._group is not None:
-            # Pending commits sit on the group's base; if someone moves the branch meanwhile
-            # the group's compare-and-swap fails and its commands run again.
-            return False
-        stamp = refs.stamp(self.gitdir, self._branch)
-        if stamp == self._ref_stamp:
-            return False
-        # Kept only once HEAD reads as a branch: a detached HEAD is refused on every call
-        # until a branch is back (a stamp kept for it would let the next call see nothing
-        # new and commit on the old branch under a HEAD that is not on it).
-        branch = refs.current_branch(self.gitdir)
-        head = refs.read_ref(self.gitdir, branch)
-        self._ref_stamp = stamp  # taken before reading: a change after it is seen next time
-        moved = branch != self._branch or head != self._head
-        if moved and branch == self._branch and self._head is not None:
-            self._keep_if_rewound(self._head, head)
-        self._branch, self._head = branch, head
-        indexer.advance(self._repo, self._side, head, branch)
-        return moved
+        return self.heads.refresh()
 
-    def _keep_if_rewound(self, old: str, new: str | None) -> None:
-        """Keep mnoted's commits reachable when someone moves the branch back over them.
-
-        A ``git reset``, or a ``git pull`` whose merge fails and restores the commit it
-        started from, can move the branch back over commits mnoted made (and acknowledged)
-        in the meantime. mnoted does not move it forward again (the person may have meant
-        it), but it keeps them under ``refs/mnote/rewound/<commit>`` so no acknowledged
-        commit becomes unreachable; ``git log --all`` shows them.
-        """
-        if new is not None and self._repo.descendant_of(pygit2.Oid(hex=new), pygit2.Oid(hex=old)):
-            return
-        stop = None
-        if new is not None:
-            base = self._repo.merge_base(pygit2.Oid(hex=old), pygit2.Oid(hex=new))
-            stop = str(base) if base is not None else None
-        commit: pygit2.Commit | None = self._repo[old]  # type: ignore[assignment]
-        for _ in range(10_000):
-            if commit is None or str(commit.id) == stop:
-                return
-            if commit.committer.email == COMMITTER.email:
-                self._repo.references.create(f"refs/mnote/rewound/{old}", old, force=True)
-                log.warning(
-                    "%s moved back from %s to %s over commits of mnoted; they are kept "
-                    "under refs/mnote/rewound/%s",
-                    self._branch,
-                    old[:12],
-                    (new or "nothing")[:12],
-                    old,
-                )
-                return
-            commit = commit.parents[0] if commit.parents else None
-
-    # reading ------------------------------------------------------------------------------
+    # reading (store.reads) ----------------------------------------------------------------
     def resolve(self, ref: str) -> DocRef:
-        """A document by its documentId or by its path (at HEAD)."""
-        self.refresh()
-        path = self._side.path_of_doc(ref)
-        if path is not None:
-            return DocRef(ref, path)
-        try:
-            rel = normalize(ref)
-        except PathRejected:
-            raise NotFound(f"no document {ref!r}", ref=ref) from None
-        row = self._side.file(rel)
-        if row is None or row[2] is None:
-            raise NotFound(f"no document {ref!r}", ref=ref)
-        return DocRef(row[2], rel)
+        return self.reads.resolve(ref)
 
     def documents(self, under: str = "") -> list[DocRef]:
-        """Every document at HEAD (in folder ``under``, given as ``"name/"``), by path."""
-        return [doc for doc, _, _ in self.listing(under)]
+        return self.reads.documents(under)
 
     def listing(self, under: str = "") -> list[tuple[DocRef, str, str]]:
-        """Every document at HEAD (in folder ``under``) with its blob id and revision."""
-        self.refresh()
-        return [(DocRef(d, p), b, r) for d, p, b, r in self._side.documents(under)]
+        return self.reads.listing(under)
 
     def blob_id(self, path: str) -> str | None:
-        """The committed blob id at ``path``, or None."""
-        self.refresh()
-        row = self._side.file(normalize(path))
-        return None if row is None else row[0]
+        return self.reads.blob_id(path)
 
     def read_basis(self, path: str) -> tuple[object, Key] | None:
-        """What shows later that the branch and ``path`` are still as a read just saw them.
-
-        The refs stamp and the file's stat key, if the file was hashed once quiet for a
-        timestamp tick (``store.statcache``) and found equal to HEAD, and no commit of a
-        group is waiting to land; else None. See :meth:`still_as_read`.
-        """
-        self._check_thread()
-        if self._group is not None and self._group.staged:
-            return None
-        known = self._stats.known(path)
-        row = self._side.file(path)
-        if known is None or row is None or row[0] != known[1]:
-            return None
-        return self._ref_stamp, known[0]
+        return self.reads.read_basis(path)
 
     def still_as_read(self, basis: tuple[object, Key], path: str) -> bool:
-        """Whether the branch and ``path`` are still as :meth:`read_basis` found them.
+        return self.reads.still_as_read(basis, path)
 
-        Any thread may ask (the daemon's event loop does, to answer a repeated read): it
-        only stats the refs and the file, the file through folder fds like every read.
-        """
-        stamp, key = basis
-        if refs.stamp(self.gitdir, self._branch) != stamp:
-            return False
-        *folders, name = path.split("/")
-        try:
-            with dirfd.folder(self.root, folders) as fd:
-                st = None if fd is None else dirfd.stat_at(fd, name)
-        except (PathRejected, OSError):
-            return False
-        return st is not None and key_of(st) == key
+    def filter_of(self, path: str) -> str | None:
+        return self.reads.filter_of(path)
+
+    def refuse_filtered(self, path: str) -> None:
+        self.reads.refuse_filtered(path)
+
+    def read_head(self, path: str) -> bytes | None:
+        return self.reads.read_head(path)
+
+    def read_disk(self, path: str) -> bytes | None:
+        return self.reads.read_disk(path)
+
+    def differs_on_disk(self, path: str) -> bool:
+        return self.reads.differs_on_disk(path)
+
+    def read_blob(self, blob_id: str) -> bytes | None:
+        return self.reads.read_blob(blob_id)
+
+    def blob_at(self, revision: str, path: str) -> tuple[str, bytes] | None:
+        return self.reads.blob_at(revision, path)
+
+    def revision_of(self, path: str) -> str:
+        return self.reads.revision_of(path)
+
+    def history(self, ref: str, limit: int = 50) -> list[HistoryEntry]:
+        return self.reads.history(ref, limit)
+
+    def find_command(
+        self,
+        *,
+        command_id: str | None = None,
+        trace_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> list[CommandRecord]:
+        return self.reads.find_command(
+            command_id=command_id, trace_id=trace_id, idempotency_key=idempotency_key
+        )
+
+    def paths_of_commit(self, commit: str) -> list[str]:
+        return self.reads.paths_of_commit(commit)
 
     @property
     def settle_quiet(self) -> float:
@@ -588,232 +514,6 @@ class Workspace:
     def clean_filter(self, run: Clean | None) -> None:
         self._filters.run = run
 
-    def filter_of(self, path: str) -> str | None:
-        """The filter driver Git stores ``path`` through (LFS, git-crypt), or None: such a
-        file's blob is not its text, and mnoted neither serves nor writes it. For reads:
-        a change to Git's config may take a second to be seen (writes see it at once)."""
-        return self._filters.of(normalize(path), fresh=False)
-
-    def refuse_filtered(self, path: str) -> None:
-        """Raise :class:`PathRejected` where :meth:`filter_of` names a filter."""
-        self._filters.refuse(normalize(path), fresh=False)
-
-    def read_head(self, path: str) -> bytes | None:
-        """The committed bytes at ``path`` (HEAD), or None."""
-        blob_id = self.blob_id(path)
-        if blob_id is None:
-            return None
-        blob = self._repo[blob_id]
-        assert isinstance(blob, pygit2.Blob)
-        return bytes(blob.data)
-
-    def read_disk(self, path: str) -> bytes | None:
-        """The bytes on disk at ``path`` now (maybe an uncommitted external edit), or None."""
-        self._check_thread()
-        state = read_file(resolve(self.root, path))
-        return None if state is None else state[0]
-
-    def differs_on_disk(self, path: str) -> bool:
-        """Whether the regular file at ``path`` holds other bytes than HEAD, read even if it
-        has several hard links (``read_disk`` refuses those): only to tell a person why an
-        edit is not committed, never to serve it."""
-        self._check_thread()
-        *parts, name = normalize(path).split("/")
-        try:
-            with dirfd.folder(self.root, parts) as fd:
-                found = None if fd is None else dirfd.read_at(fd, name, links_ok=True)
-        except (OSError, PathRejected):
-            return False
-        return found is not None and found[0] != self.read_head(path)
-
-    def read_blob(self, blob_id: str) -> bytes | None:
-        """The bytes of a blob by id (any version the repository holds), or None."""
-        self._check_thread()
-        fresh = self._fresh.get(blob_id)
-        if fresh is not None:
-            return fresh
-        try:
-            obj = self._repo[blob_id]
-        except (KeyError, ValueError):
-            return None
-        return bytes(obj.data) if isinstance(obj, pygit2.Blob) else None
-
-    def blob_at(self, revision: str, path: str) -> tuple[str, bytes] | None:
-        """The blob id and bytes of ``path`` in commit ``revision``, or None."""
-        self._check_thread()
-        try:
-            commit = self._repo.revparse_single(revision)
-            entry = trees.object_at(commit.peel(pygit2.Commit).tree, normalize(path))
-        except (KeyError, ValueError, pygit2.GitError, PathRejected):
-            return None
-        if entry is None:
-            return None
-        blob = self._repo[entry.id]
-        if not isinstance(blob, pygit2.Blob):
-            return None
-        return str(entry.id), bytes(blob.data)
-
-    def revision_of(self, path: str) -> str:
-        """The commit that last changed ``path`` (from the sidecar index, not a history walk)."""
-        self.refresh()
-        rel = normalize(path)
-        row = self._side.file(rel)
-        if row is None:
-            raise NotFound(f"{rel} is not in the workspace", path=rel)
-        return row[1]
-
-    def history(self, ref: str, limit: int = 50) -> list[HistoryEntry]:
-        """The commits that changed a document (following renames), newest first."""
-        self.refresh()
-        doc_id: str | None
-        try:
-            doc = self.resolve(ref)
-            doc_id, path = doc.document_id, doc.path
-        except NotFound:
-            doc_id, path = None, normalize(ref)
-        return [self._with_commit(e) for e in self._side.history(doc_id, path, limit)]
-
-    def _with_commit(self, entry: HistoryEntry) -> HistoryEntry:
-        """``entry`` with its commit's author, and its subject and time when the sidecar has
-        no command for it (a commit made with ``git`` itself, or before mnoted came)."""
-        try:
-            commit = self._repo[entry.commit]
-        except (KeyError, ValueError):
-            return entry  # (gone since: a history rewritten under the sidecar)
-        if not isinstance(commit, pygit2.Commit):
-            return entry
-        author = commit.author.raw_name.decode("utf-8", "replace")
-        if entry.command_id is not None:
-            return replace(entry, author=author)
-        subject = commit.raw_message.decode("utf-8", "replace").split("\n", 1)[0].strip()
-        return replace(entry, subject=subject, time=commit.commit_time, author=author)
-
-    def find_command(
-        self,
-        *,
-        command_id: str | None = None,
-        trace_id: str | None = None,
-        idempotency_key: str | None = None,
-    ) -> list[CommandRecord]:
-        """Commits made by mnoted for a command id, a trace id or an idempotency key."""
-        self.refresh()
-        given = [
-            (c, v)
-            for c, v in (
-                ("command_id", command_id),
-                ("trace_id", trace_id),
-                ("idem_key", idempotency_key),
-            )
-            if v is not None
-        ]
-        if len(given) != 1:
-            raise InvalidArguments("give exactly one of command_id, trace_id, idempotency_key")
-        return self._side.find_commands(*given[0])
-
-    def scan_changes(
-        self,
-        paths: Iterable[str] | None = None,
-        *,
-        shallow: Iterable[str] = (),
-        whole_tree: Callable[[Path], set[str] | None] | None = None,
-    ) -> list[str]:
-        """Paths whose disk content differs from HEAD (edits made while nobody watched).
-
-        The whole work tree, or only ``paths`` (a folder stands for everything below it)
-        and the folders of ``shallow`` (their own entries). As ``git status``: tracked files
-        changed or deleted, untracked files not ignored, and paths whose index entry differs
-        from HEAD. The walk goes through folder fds and hashes only files whose stat differs
-        from the index (:mod:`mnoted.store.scan`). ``whole_tree`` is another way to find
-        them in the whole tree, asked once the index is in step with HEAD; where it returns
-        None, the tree is walked (the daemon's start-up pass asks the ``git`` command,
-        ``mnoted.sync.gitstatus``).
-        """
-        self.refresh()
-        self.flush_index()
-        shallow = list(shallow)
-        paths = None if paths is None else list(paths)
-        if paths == [] and not shallow:
-            return []  # nothing to look at: the index is not even parsed
-        whole = paths is None and not shallow
-        found = whole_tree(self.root) if whole and whole_tree is not None else None
-        if found is None:
-            index = self._index_stat()
-            self._filters.trusts_mode()  # (Git's config looked at once a scan, not once a file)
-            walk = scan.Walk(
-                self.root,
-                index,
-                self._stats,
-                self._passed_over,
-                stored_mode=partial(self._filters.stored_mode, fresh=False),
-            )
-            if whole:
-                walk.tree("")
-                found = walk.result() | self._staged(index)
-            else:
-                walk.paths(p for p in dict.fromkeys(paths or ()) if p and not is_internal(p))
-                for folder in dict.fromkeys(shallow):
-                    if not folder or not is_internal(folder):
-                        walk.folder(folder)
-                found = walk.result() | self._staged_at(index, walk.seen)
-        out = []
-        for path in found:
-            shown = not_utf8(path)  # (listed by `git status`; the walk passes them over)
-            if shown is not None:
-                log.warning("not committing %s: its name is not valid UTF-8; rename it", shown)
-                continue
-            if is_internal(path):
-                continue
-            passed_over = self.config.is_ignored(path) or (
-                self.left_alone and self.left_alone(path)
-            )
-            if passed_over and self._side.file(path) is None:
-                continue
-            out.append(path)
-        return sorted(out)
-
-    def moved_from(self, paths: Iterable[str]) -> list[str]:
-        """Committed paths now gone from disk that held exactly what ``paths`` hold now.
-
-        A file moved into a folder not yet watched shows up there while its old path is
-        reported apart (or not at all); naming the old path lets both be committed as one
-        rename, without walking the work tree to find it.
-        """
-        self._check_thread()
-        self.flush_index()
-        by_blob: dict[str, list[str]] = {}
-        for rel, entry in self._index_stat().entries.items():
-            by_blob.setdefault(entry[5].hex(), []).append(rel)
-        out: list[str] = []
-        for path in paths:
-            try:
-                found = disk_file(self.root, normalize(path), self._stats)
-            except PathRejected:
-                continue
-            if found is None:
-                continue
-            for old in by_blob.get(found.blob, ()):
-                if old != path and not scan.exists(self.root, old):
-                    out.append(old)
-        return sorted(set(out))
-
-    def _passed_over(self, path: str) -> bool:
-        """Whether the scan passes over untracked ``path`` (a folder's ends with ``/``)."""
-        return self._git_ignored(path) or bool(self.left_alone and self.left_alone(path))
-
-    def _git_ignored(self, path: str) -> bool:
-        try:
-            return bool(self._repo.path_is_ignored(path))
-        except UnicodeEncodeError:  # a name that is not UTF-8: no Git path can hold it
-            return True
-
-    def _index_stat(self) -> indexstat.IndexStat:
-        """The index's entries with their stat data, parsed again only when the file changed."""
-        stamp = indexstat.stamp(self.gitdir / "index")
-        if self._index_cache is None or self._index_cache[0] != stamp:
-            self._index_cache = (stamp, indexstat.load(self.gitdir / "index"))
-            self._staged_cache = None
-        return self._index_cache[1]
-
     def _index_refreshed(self, entries: dict[str, gitindex.Entry]) -> None:
         """Carry the parsed index over a refresh of these entries instead of parsing it again (a
         cost in proportion to the workspace), if the refresh started from the file it was parsed
@@ -835,26 +535,41 @@ class Workspace:
         index.update(changes)
         self._index_cache = (after, index)
 
-    def _staged(self, index: indexstat.IndexStat) -> set[str]:
-        """Paths whose index entry differs from HEAD (``git add`` by the user), cached."""
-        key = (self._index_cache[0] if self._index_cache else None, self._head)
-        if self._staged_cache is not None and self._staged_cache[0] == key:
-            return self._staged_cache[1]
-        staged = staged_paths(self._repo, self._head_tree(), index)
-        self._staged_cache = (key, staged)
-        return staged
+    # external edits (store.external) ------------------------------------------------------
+    def scan_changes(
+        self,
+        paths: Iterable[str] | None = None,
+        *,
+        shallow: Iterable[str] = (),
+        whole_tree: Callable[[Path], set[str] | None] | None = None,
+    ) -> list[str]:
+        return self.external.scan_changes(paths, shallow=shallow, whole_tree=whole_tree)
 
-    def _staged_at(self, index: indexstat.IndexStat, paths: Iterable[str]) -> set[str]:
-        """:meth:`_staged` for a few tracked paths, looked up in HEAD one by one."""
-        tree = self._head_tree()
-        out = set()
-        for path in paths:
-            entry = index.entries[path]
-            if entry[0] == indexstat.GITLINK:
-                continue  # a submodule's commit is its own repository's business
-            if trees.entry_at(tree, path) != (entry[5].hex(), entry[0]):
-                out.add(path)
-        return out
+    def moved_from(self, paths: Iterable[str]) -> list[str]:
+        return self.external.moved_from(paths)
+
+    @property
+    def left_alone(self) -> Callable[[str], bool] | None:
+        """Untracked files scans pass over as ignored ones (:attr:`External.left_alone`)."""
+        return self.external.left_alone
+
+    @left_alone.setter
+    def left_alone(self, test: Callable[[str], bool] | None) -> None:
+        self.external.left_alone = test
+
+    @property
+    def unsettled(self) -> set[str]:
+        """The paths the last :meth:`commit_external` left alone: being written by someone
+        else (open for writing, or changed a moment ago) for longer than it waited."""
+        return self.external.unsettled
+
+    @property
+    def _index_cache(self) -> tuple[object, indexstat.IndexStat] | None:
+        return self.external.index_cache
+
+    @_index_cache.setter
+    def _index_cache(self, cache: tuple[object, indexstat.IndexStat] | None) -> None:
+        self.external.index_cache = cache
 
     # writing ------------------------------------------------------------------------------
     def apply(self, meta: CommandMeta, changes: Sequence[Change]) -> CommitResult:
@@ -969,7 +684,7 @@ class Workspace:
             # checks them for edits made meanwhile when it writes them.
             paths = [p for p in paths if p not in group.written]
         paths = list(paths)
-        self.unsettled = self._writers.wait_for(self.root, paths, wait) if paths else set()
+        self.external.settled(paths, wait)
         try:
             result = self._commit_external(paths, meta, include_ignored)
         except OSError as exc:
@@ -992,17 +707,7 @@ class Workspace:
     ) -> CommitResult | None:
         self._ready_to_write()
         for _ in range(_CAS_ATTEMPTS):
-            targets = disk_changes(
-                self._repo,
-                self.root,
-                self.config,
-                self._head_tree(),
-                paths,
-                include_ignored=include_ignored,
-                stats=self._stats,
-                filters=self._filters,
-                skip=self.unsettled,
-            )
+            targets = self.external.targets(paths, include_ignored=include_ignored)
             if not targets:
                 return None
             meta = meta.with_command_id()  # (made only now: most checks find nothing)
@@ -1024,8 +729,8 @@ class Workspace:
         else:
             self.flush_index()
         self.upkeep(wait=not background)
-        if self._odb_stale:
-            self._reopen_objects()
+        if self.pack_upkeep.odb_stale:
+            self.pack_upkeep.reopen_objects()
 
     def upkeep(self, *, wait: bool = False) -> None:
         """Merge the store's packs once :data:`PACKS_PER_LEVEL` of a level piled up.
@@ -1037,8 +742,22 @@ class Workspace:
         still keep a bounded number of packs).
         """
         self._check_thread()
-        self._collect_merge(block=False)
-        self._merge_packs(PACKS_PER_LEVEL, wait=wait)
+        self.pack_upkeep.collect_merge(block=False)
+        self.pack_upkeep.merge_packs(PACKS_PER_LEVEL, wait=wait)
+
+    def maintenance(self, *, min_objects: int = 1) -> PackReport:
+        return self.pack_upkeep.maintenance(min_objects=min_objects)
+
+    @property
+    def _staging(self) -> packs.Staging:
+        return self.pack_upkeep.staging
+
+    @property
+    def _levels(self) -> list[list[str]]:
+        return self.pack_upkeep.levels
+
+    def _merge_packs(self, at: int, *, wait: bool) -> None:
+        self.pack_upkeep.merge_packs(at, wait=wait)
 
     def flush_index(self) -> None:
         """Make the Git index agree with HEAD for every path mnoted committed (waiting the
@@ -1113,7 +832,7 @@ class Workspace:
         the index holds back: no conflict there, and the disk holding HEAD's version (a
         landing that raced the merge's start; its abort refuses while the entry is stale).
         A path the merge resolved or left in conflict is the merge's."""
-        index = self._index_stat()
+        index = self.external.index_stat()
         out: dict[str, gitindex.Entry] = {}
         for path, entry in entries.items():
             if entry is None or path in index.unmerged:
@@ -1126,24 +845,27 @@ class Workspace:
                 out[path] = entry
         return out
 
-    def _index_landed(self, paths: Iterable[str]) -> None:
-        """Set the Git index entries of the paths a landing wrote to HEAD's, before it is
-        answered: a person's ``git status`` never shows a staged reversion of it, nor does
-        their ``git commit`` commit one (``store.indexfile``). Where that cannot be done now
+    def _prepare_index(self, commit: str, paths: Iterable[str]) -> _IndexWrite | None:
+        """Write the Git index with the entries of the paths a landing writes set to
+        ``commit``'s, into ``index.lock``, while the landing waits for the disk;
+        :meth:`_install_index` renames it into place once the branch has moved. A person's
+        ``git status`` then never shows a staged reversion of the landing, nor does their
+        ``git commit`` commit one (``store.indexfile``). Where that cannot be done now
         (someone's ``index.lock``, an index this patch does not handle) the paths stay
-        pending for the refresh in idle time."""
-        entries = gitindex.entries_at(self._head_tree(), dict.fromkeys(paths))
+        pending for the refresh in idle time: None."""
+        tree = self._repo[commit].peel(pygit2.Tree)
+        entries = gitindex.entries_at(tree, dict.fromkeys(paths))
         if not entries:
-            return
+            return None
         self._collect_index(block=False)
         if self._index_job is not None:  # (it holds index.lock; its paths are set after it)
-            return
+            return None
         index_path = self.gitdir / "index"
         try:
             held = gitlock.acquire(self.gitdir, index_path, wait=0.0, sync=False)
         except (LockBusy, StorageError, OSError) as exc:
             log.info("the Git index is refreshed later: %s", exc)
-            return
+            return None
         try:
             before = indexstat.stamp(index_path)
             kept = self._index_file
@@ -1160,15 +882,34 @@ class Workspace:
                 index.write(fd)
             finally:
                 os.close(fd)
-            held.commit(sync=False)
         except (indexstat.Unsupported, OSError, ValueError, struct.error) as exc:
             held.release()
             log.info("the Git index is refreshed later: %s", exc)
+            return None
+        return _IndexWrite(held, before, index, entries)
+
+    def _install_index(self, prepared: _IndexWrite) -> None:
+        """Put a prepared index in place. The replaced file is closed on the fsync pool: its
+        last name gone, freeing its pages (megabytes at 100,000 files) would otherwise be paid
+        before the answer."""
+        index_path = self.gitdir / "index"
+        try:
+            replaced = os.open(index_path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            replaced = None
+        try:
+            prepared.held.commit(sync=False)
+        except OSError as exc:
+            prepared.held.release()
+            log.info("the Git index is refreshed later: %s", exc)
             return
+        finally:
+            if replaced is not None:
+                durable.close_later(replaced)
         after = indexstat.stamp(index_path)
-        self._index_file = (after, index)
-        self._synced.update(entries)
-        self._carry_index(before, after, entries)
+        self._index_file = (after, prepared.index)
+        self._synced.update(prepared.entries)
+        self._carry_index(prepared.before, after, prepared.entries)
 
     def _collect_index(self, *, block: bool) -> None:
         """Take in a background refresh that ended (or wait for it with ``block``)."""
@@ -1193,21 +934,16 @@ class Workspace:
             [path for path, entry in entries.items() if now[path] == entry]
         )
 
-    def maintenance(self, *, min_objects: int = 1) -> PackReport:
-        """Pack loose objects, merge packs (any thread; uses its own Repository).
-        :class:`WorkspaceInvalid` if the Git directory is gone (its folder moved away)."""
-        if not self.gitdir.is_dir():
-            raise refs.gone(self.gitdir)
-        with self._pack_lock:
-            report = pack_loose_objects(self.gitdir, min_objects=min_objects)
-            if report.merged_packs:
-                self._odb_stale = True
-            return report
-
     def rebuild(self) -> None:
         """Recompute the sidecar (ids, revisions, history, idempotency) from Git history."""
         self.refresh()
         indexer.rebuild(self._repo, self._side, self._head, self._branch)
+
+    def user_identity(self) -> Identity | None:
+        return self.authors.user_identity()
+
+    def _author(self, meta: CommandMeta) -> pygit2.Signature:
+        return self.authors.signature(meta)
 
     # internals ----------------------------------------------------------------------------
     def _check_thread(self) -> None:
@@ -1283,8 +1019,11 @@ class Workspace:
             self._fresh.clear()
             self.refresh()
             return None
-        self._finish(*landed, lambda: self._record(staged))
-        self._index_landed(staged.paths)
+        raced = self._finish(*landed, lambda: self._record(staged))
+        if raced:
+            again = self._reapply(raced, staged.result.commit)
+            if again is not None:
+                return replace(again, planned=staged.result.commit)
         return staged.result
 
     def _record(self, staged: _Staged) -> None:
@@ -1380,7 +1119,8 @@ class Workspace:
         in place); then the branch's folder. The journal may become durable before the pack's
         names do: recovery drops a journaled commit whose objects are missing, and the
         branch moves only after all of them. ``meanwhile`` runs during the second wait (see
-        :meth:`_sync_landing`).
+        :meth:`_sync_landing`), after the Git index is written beside its lock
+        (:meth:`_prepare_index`); the index is put in place once the branch has moved.
         """
         self._settle()  # (the one journal is the last landing's until its folders are synced)
         wrote_pack = len(self._staging) > 0
@@ -1410,6 +1150,14 @@ class Workspace:
                 return None
             raise
         writes: FileWrites | None = None
+        prepared: _IndexWrite | None = None
+
+        def during() -> None:
+            nonlocal prepared
+            prepared = self._prepare_index(last.result.commit, [p for s in staged for p in s.paths])
+            if meanwhile is not None:
+                meanwhile()
+
         try:
             try:
                 self._journal.write(entry, sync=False)
@@ -1429,9 +1177,12 @@ class Workspace:
                         raise _Unsettled
                 ready, pack = pack, None  # once tried, never tried again below
                 self._put_pack(ready)
-                self._sync_landing(
-                    held.token, wrote_pack, writes.fds() if writes else [], meanwhile
-                )
+                self._sync_landing(held.token, wrote_pack, writes.fds() if writes else [], during)
+                faults.point("landing-synced")
+                if writes is not None and writes.moved():
+                    # The same check once more, after the syncs and just before the branch
+                    # moves: a save begun meanwhile stops the landing here, not after it.
+                    raise _Unsettled
                 faults.point("objects-written")
             except BaseException:
                 self._put_pack(pack, quietly=True)
@@ -1461,8 +1212,13 @@ class Workspace:
                 raise
             if writes is not None:
                 writes.sync_folder_with(os.path.dirname(held.target))
+            if prepared is not None:
+                installing, prepared = prepared, None
+                self._install_index(installing)
             faults.point("ref-updated")
         except BaseException as exc:
+            if prepared is not None:  # (the branch did not move: the index stays as it was)
+                prepared.held.release()
             if writes is not None:  # the temporary files go; recovery writes the files
                 writes.close()
             if isinstance(exc, _Unsettled):
@@ -1507,9 +1263,11 @@ class Workspace:
 
     def _finish(
         self, entry: Entry, writes: FileWrites | None, record: Callable[[], object]
-    ) -> None:
+    ) -> list[FileStep]:
         """After the branch moved: put the files in place (``writes``: already written under
-        temporary names and synced) and ``record`` in the sidecar.
+        temporary names and synced) and ``record`` in the sidecar; the steps of the files a
+        person saved over meanwhile (their save committed next): :meth:`_reapply` puts the
+        change back on them.
 
         The command is durable once its journal is: were the new names lost, recovery would
         put the files in place again. So the syncs of the files' folders (and the branch's)
@@ -1521,8 +1279,10 @@ class Workspace:
                 shown = writes.worktree_ids() if writes is not None else {}
                 for step in entry.files:
                     self.on_write(step.path, shown.get(step.path, step.new))
+            raced: list[FileStep] = []
             if writes is not None:  # the folders are synced while the sidecar records
                 diverged = writes.finish(wait=False)
+                raced = writes.raced
             else:
                 diverged = materialize(
                     self._repo,
@@ -1532,6 +1292,7 @@ class Workspace:
                     self._stats,
                     self._filters,
                     self._writers,
+                    raced=raced,
                 )
             faults.point("files-written")
             record()
@@ -1557,6 +1318,112 @@ class Workspace:
         self._merge_packs(2 * PACKS_PER_LEVEL, wait=True)
         if diverged:
             self.commit_external(diverged)
+        return raced
+
+    def _reapply(
+        self, raced: list[FileStep], origin: str, *, answered: bool = False
+    ) -> CommitResult | None:
+        """Put commit ``origin``'s change back on the files of ``raced`` a person saved over
+        as it landed (:mod:`~mnoted.store.reapply`), as a commit with ``origin``'s author and
+        trailers (one command, two commits: the answer names the last). None if the files
+        hold the change already. :class:`Conflict` naming the person's commit if the change
+        does not apply on their save, or they are still writing it: nothing is written then,
+        the person's save stays, and the command's version stays in ``origin``, whose
+        idempotency key is forgotten (a retry runs the command anew) unless its caller was
+        ``answered`` already."""
+        commit = self._repo[origin]
+        assert isinstance(commit, pygit2.Commit)
+        author = Identity(
+            commit.author.raw_name.decode("utf-8", "replace"),
+            commit.author.raw_email.decode("utf-8", "replace"),
+        )
+        meta = message.meta_of(commit.raw_message.decode("utf-8", "replace"), author)
+        pending = {step.path: step for step in raced}
+        result: CommitResult | None = None
+        for _ in range(_CAS_ATTEMPTS):
+            self.commit_external(list(pending), include_ignored=True)
+            theirs = self._head
+            if self.unsettled:
+                busy = sorted(self.unsettled)
+                self._forget_keys(origin, answered)
+                raise Conflict(
+                    f"{', '.join(busy)} was saved by someone else as {meta.command} wrote it, "
+                    "and is still being written; their save stays",
+                    hint=f"Your version is in commit {origin} (git show {origin}:{busy[0]}); "
+                    "read the page again once it is saved and redo the edit.",
+                    path=busy[0],
+                    commit=origin,
+                )
+            tree = self._head_tree()
+            targets: list[Target] = []
+            for path, step in pending.items():
+                found = trees.object_at(tree, path)
+                now = str(found.id) if found is not None else None
+                if now == step.new:
+                    continue
+                clean, data = reapply.merged(
+                    path,
+                    self._blob_bytes(step.old),
+                    self._blob_bytes(step.new),
+                    self._blob_bytes(now),
+                )
+                if not clean:
+                    self._forget_keys(origin, answered)
+                    raise Conflict(
+                        f"{path} was saved by someone else (commit {theirs}) as "
+                        f"{meta.command} wrote it, and the change does not apply on their "
+                        "save; their save stays",
+                        hint=f"Your version is in commit {origin} (git show {origin}:{path}); "
+                        f"read the page again (commit {theirs}) and redo the edit on it.",
+                        path=path,
+                        commit=origin,
+                        external_commit=theirs,
+                    )
+                targets.append(Target(path, data, step.mode))
+            if not targets:
+                return result
+            staged = self._stage(meta, targets, [t.path for t in targets], False)
+            landed = self._land([staged])
+            if landed is None:  # saved once more meanwhile: merged again on that save
+                self._fresh.clear()
+                self.refresh()
+                continue
+            again = self._finish(*landed, partial(self._record, staged))
+            result = staged.result
+            if not again:
+                return result
+            pending = {step.path: step for step in again}
+        self._forget_keys(origin, answered)
+        raise Conflict(
+            f"{', '.join(sorted(pending))} kept being saved by someone else while "
+            f"{meta.command} wrote it; their saves stay",
+            hint=f"Your version is in commit {origin}; read the page again and redo the edit.",
+            path=sorted(pending)[0],
+            commit=origin,
+        )
+
+    def _forget_keys(self, origin: str, answered: bool) -> None:
+        if not answered:
+            self._side.forget_keys_of(origin)
+
+    def _reapply_landed(self, raced: list[FileStep], origins: dict[str, str]) -> None:
+        """:meth:`_reapply` for commits whose callers were answered before it could run (a
+        group's, a fetched commit's): each path's change by the last commit that made it; a
+        change that does not apply is logged, and stays in that commit."""
+        by_origin: dict[str, list[FileStep]] = {}
+        for step in raced:
+            by_origin.setdefault(origins[step.path], []).append(step)
+        for origin, steps in by_origin.items():
+            try:
+                self._reapply(steps, origin, answered=True)
+            except MnoteError as exc:  # (what landed stays landed: nothing is raised)
+                log.warning("%s (%s)", exc.message, exc.hint)
+            except OSError as exc:  # the journal tells the next write what to finish
+                self._needs_recovery = True
+                log.warning("putting %s back on a saved file failed: %s", origin, exc)
+
+    def _blob_bytes(self, blob: str | None) -> bytes | None:
+        return None if blob is None else self.read_blob(blob)
 
     def _settle(self) -> None:
         """Finish the last landing: once its files' folders are durable, drop its journal
@@ -1592,76 +1459,6 @@ class Workspace:
         folders = {self.root.joinpath(*step.path.split("/")).parent for step in entry.files}
         folders.add((self.gitdir / entry.branch).parent)
         durable.sync_paths(sorted(f for f in folders if f.is_dir()))
-
-    def _merge_packs(self, at: int, *, wait: bool) -> None:
-        """Merge a level of the store's packs that holds ``at`` packs or more into one pack
-        of the next level, on the merge thread; with ``wait``, every such level, waiting.
-
-        Skipped while :meth:`maintenance` runs (it merges packs itself); a failure only leaves
-        more packs, so it is logged, never raised to the commands that already landed.
-        A merge that ended is taken in by :meth:`upkeep` (the repository's objects are
-        opened again then, after the answers), or here when a level is full.
-        """
-        while True:
-            level = next((i for i, names in enumerate(self._levels) if len(names) >= at), None)
-            if level is None:
-                return
-            if self._merge_job is None:
-                names, self._levels[level] = self._levels[level], []
-                self._merge_job = (self._merger().submit(self._merge, names), level, names)
-            if not wait or not self._collect_merge(block=True):
-                return
-
-    def _merge(self, names: list[str]) -> _Merged:
-        """On the merge thread: :func:`packs.merge_packs`; False if maintenance is running."""
-        if not self._pack_lock.acquire(blocking=False):
-            return False
-        try:
-            return packs.merge_packs(self._pack_dir, names)
-        finally:
-            self._pack_lock.release()
-
-    def _collect_merge(self, *, block: bool) -> bool:
-        """Take in a merge that ended (or wait for it with ``block``): the merged pack joins
-        the next level and the repository forgets the packs merged away. False if it failed
-        or was skipped (its packs go back to their level) or none had ended."""
-        if self._merge_job is None or not (block or self._merge_job[0].done()):
-            return False
-        job, level, names = self._merge_job
-        self._merge_job = None
-        try:
-            done = job.result()
-        except (OSError, ValueError) as exc:
-            log.warning("merging packs failed (they stay as they are): %s", exc)
-            done = False
-        if done is False:
-            self._levels[level][:0] = names
-            return False
-        if isinstance(done, tuple):
-            if level + 1 == len(self._levels):
-                self._levels.append([])
-            self._levels[level + 1].append(done[0])
-        self._reopen_objects()
-        return True
-
-    def _reopen_objects(self, *, retired: bool = True) -> None:
-        """Give the repository a fresh object database: libgit2 keeps listing (and holding
-        open) packs that were merged away, and would search them on every miss. With
-        ``retired``, those packs are deleted next, on the merge thread (:func:`packs.retire`
-        says why not before)."""
-        self._odb_stale = False
-        self._staging = packs.Staging(self._staging)  # a backend belongs to one database
-        odb = pygit2.Odb(trees.pinned(str(self.gitdir / "objects")))
-        odb.add_backend(self._staging, _STAGING_PRIORITY)
-        self._repo.set_odb(odb)
-        if retired:
-            self._merger().submit(packs.drop_retired, self._pack_dir)
-
-    def _merger(self) -> ThreadPoolExecutor:
-        """The merge thread (started the first time)."""
-        if self._merge_thread is None:
-            self._merge_thread = ThreadPoolExecutor(1, thread_name_prefix="mnoted-packs")
-        return self._merge_thread
 
     @contextlib.contextmanager
     def group(self) -> Iterator[None]:
@@ -1712,11 +1509,13 @@ class Workspace:
                 errno=exc.errno,
             ) from exc
         try:
-            self._finish(*landed, self._side.commit)
+            raced = self._finish(*landed, self._side.commit)
         except BaseException:
             self._side.rollback()
             raise
-        self._index_landed(path for staged in group.staged for path in staged.paths)
+        if raced:
+            last = {step.path: item.result.commit for item in group.staged for step in item.steps}
+            self._reapply_landed(raced, last)
         _run_all(group.callbacks)
 
     def _while_landing(self, group: _Group) -> None:
@@ -1798,28 +1597,12 @@ class Workspace:
         if diverged:
             self.commit_external(diverged)
 
-    def paths_of_commit(self, commit: str) -> list[str]:
-        """The paths a commit of this branch changed (as the sidecar indexed them)."""
-        self.refresh()
-        return self._side.paths_of_commit(commit)
-
     def _replayed(self, rec: IdempotencyRecord) -> CommitResult:
         commit = self._repo[rec.commit]
         assert isinstance(commit, pygit2.Commit)
         parent = str(commit.parents[0].id) if commit.parents else None
         paths = self._side.paths_of_commit(rec.commit)
         return CommitResult(rec.commit, rec.command_id, parent, tuple(paths), replayed=True)
-
-    def user_identity(self) -> Identity | None:
-        """The person's Git identity (``user.name``, ``user.email``), or None if unset;
-        read from Git's config again after :data:`IDENTITY_SECONDS` (a read costs about as
-        much as a tenth of a small write)."""
-        if self._external is not None:
-            return self._external
-        now = time.monotonic()
-        if self._user is None or now - self._user[0] > IDENTITY_SECONDS:
-            self._user = (now, user_identity(self._repo))
-        return self._user[1]
 
     def land_commit(
         self, commit: str, *, expect: str | None, command_id: str
@@ -1887,23 +1670,20 @@ class Workspace:
             self._side.mark_index_pending(list(paths))  # (whoever committed it)
             self._side.commit()
 
-        self._finish(*landed, record)
+        raced = self._finish(*landed, record)
+        if raced:
+            self._reapply_landed(raced, {step.path: commit for step in raced})
         return staged.result
 
-    def _author(self, meta: CommandMeta) -> pygit2.Signature:
-        if meta.author is not None:
-            ident = meta.author
-        elif meta.actor == EXTERNAL_ACTOR:
-            ident = self._external or identity_from_config(self._repo)
-        elif meta.actor == OWNER_ACTOR:  # (the person: `git log --author` finds their edits)
-            ident = self.user_identity() or Identity(OWNER_ACTOR, f"{OWNER_ACTOR}@mnote.local")
-        else:
-            safe = "".join(c for c in meta.actor if c.isalnum() or c in "-_.") or "agent"
-            ident = Identity(meta.actor, f"{safe}@mnote.local")
-        # every name cleaned, whatever made it (a token from before actor ids were checked,
-        # a Git config, a grant's)
-        name = message.signature_name(ident.name) or ident.email.partition("@")[0] or "mnoted"
-        return pygit2.Signature(name, ident.email)
+
+@dataclass(slots=True)
+class _IndexWrite:
+    """A Git index written into its lock file during a landing, to be put in place."""
+
+    held: gitlock.HeldLock
+    before: object  # the stamp of the index it was patched from
+    index: indexfile.IndexFile
+    entries: dict[str, gitindex.Entry]
 
 
 class _Unsettled(Exception):

@@ -9,6 +9,7 @@ workspace.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import time
@@ -26,6 +27,8 @@ from mnoted.store.journal import Entry, FileStep
 from mnoted.store.paths import normalize
 from mnoted.store.settle import Settling, no_new_writer
 from mnoted.store.statcache import Key, StatCache, key_of
+
+_RENAME_NOREPLACE = 1
 
 
 def _git_mode(st_mode: int) -> int:
@@ -151,11 +154,45 @@ class _Pending:
     fd: int | None = None
     shown: str = ""  # the blob id of its bytes, where a smudge filter made them differ
 
-    def put_in_place(self) -> None:
-        """Rename the new file over the path."""
+    def put_in_place(self, replaceable: Callable[[], bool]) -> bool:
+        """Put the new file at the path if the file there is still the one checked; False
+        (the path as it was, the new file under its temporary name) if not.
+
+        The two files are exchanged in one step (``renameat2``), then the one taken out is
+        looked at: a save renamed over the path since the check, an edit, or a writer that
+        began to open it (``replaceable``, the read lease held on it) puts it back at once,
+        so no save is replaced and no writer is left writing to a file no longer at the
+        path. A new path is taken only if it is still free. Where ``renameat2`` is not
+        available, a plain rename (the check before it is then all there is).
+        """
         assert self.folder is not None
-        os.rename(self.tmp, self.name, src_dir_fd=self.folder, dst_dir_fd=self.folder)
+        faults.point("file-renaming")
+        folder, tmp, name = self.folder, self.tmp, self.name
+        try:
+            if self.seen is None:
+                dirfd.renameat2(folder, tmp, folder, name, _RENAME_NOREPLACE)
+            else:
+                dirfd.exchange(folder, tmp, folder, name)
+        except OSError as exc:
+            if exc.errno in (errno.EEXIST, errno.ENOENT):  # made, or removed, since the check
+                return False
+            if exc.errno not in (errno.ENOSYS, errno.EINVAL):
+                raise
+            os.rename(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+            self.tmp = ""
+            return True
+        if self.seen is not None:
+            st = os.stat(tmp, dir_fd=folder, follow_symlinks=False)
+            if key_of(st)[:5] != self.seen[:5] or not replaceable():  # (a rename moves ctime)
+                try:
+                    dirfd.exchange(folder, tmp, folder, name)
+                except OSError:  # theirs back at the path whatever it costs (ours is in Git)
+                    os.rename(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+                    self.tmp = ""
+                return False
+            os.unlink(tmp, dir_fd=folder)
         self.tmp = ""
+        return True
 
     def drop_temp(self) -> None:
         if self.folder is not None:
@@ -172,6 +209,7 @@ def materialize(
     stats: StatCache | None = None,
     filters: Filters | None = None,
     settling: Settling | None = None,
+    raced: list[FileStep] | None = None,
 ) -> list[str]:
     """Write the command's files where the disk still has the old content.
 
@@ -184,7 +222,9 @@ def materialize(
     spares reading a file known unchanged; ``filters`` (the workspace's) gives the bytes a
     checkout writes for a blob and the blob Git stores for the bytes found. The landing of
     a small command uses :class:`FileWrites` itself, to sync the temporary files in a wait
-    it makes anyway.
+    it makes anyway. ``raced`` (of a command whose branch moved before its files were
+    checked) gets the steps of the paths left alone because someone changed them since
+    the command was planned: their edit is committed next, and the change put back on it.
     """
     diverged: list[str] = []
     for start in range(0, len(entry.files), durable.CHUNK):  # bounded open files
@@ -193,6 +233,9 @@ def materialize(
         try:
             durable.sync_fds(writes.fds())
             diverged += writes.finish()
+            if raced is not None:
+                steps = {step.path: step for step in chunk}
+                raced += [steps[path] for path in writes.changed] + writes.raced
         finally:
             writes.close()
     return diverged
@@ -203,9 +246,10 @@ class FileWrites:
 
     Each path is compared with the content the command started from (someone else's edit
     is left alone: the path is *diverged*), and its new bytes go to a temporary file beside
-    it. The caller syncs :meth:`fds` (alone, or in a wait it makes for other files), then
-    :meth:`finish` renames each file over its path, or removes it, unless the path's stat
-    data moved since the check, and syncs the folders. :meth:`close` drops what is left.
+    it. The caller syncs :meth:`fds` (alone, or in a wait it makes for other files), asks
+    :meth:`moved` once more just before the branch moves, then :meth:`finish` renames each
+    file over its path, or removes it, unless the path's stat data moved since the check
+    (those paths are :attr:`raced`), and syncs the folders. :meth:`close` drops what is left.
     """
 
     def __init__(
@@ -220,8 +264,10 @@ class FileWrites:
     ) -> None:
         self.diverged: list[str] = []
         self.changed: list[str] = []  # diverged: holding a third version when checked
+        self.raced: list[FileStep] = []  # diverged: changed between the check and the rename
         self._settling = settling
         self._pending: list[_Pending] = []
+        self._steps = {step.path: step for step in steps}
         self._folders = _Folders(root)
         self._also: list[str] = []  # folders synced with the files' (the branch's)
         self._syncing: durable.Syncing | None = None
@@ -254,6 +300,12 @@ class FileWrites:
             and self._settling.check(p.folder, p.name, p.path) > 0
         ]
 
+    def moved(self) -> list[str]:
+        """The paths changed since the check or not settled now (:meth:`unsettled`): asked
+        again after the disk syncs, so a save that began during them stops the landing
+        before the branch moves, not after (when the file would be left to the person)."""
+        return [p.path for p in self._pending if not _unchanged(p)] + self.unsettled()
+
     def fds(self) -> list[int]:
         """The temporary files to sync before :meth:`finish`."""
         return [p.fd for p in self._pending if p.fd is not None]
@@ -280,11 +332,13 @@ class FileWrites:
                 os.close(p.fd)
                 p.fd = None
             new = bool(p.tmp)
+            faults.point("file-replacing")
             with self._guard(p) as replaceable:
                 done = _unchanged(p) and replaceable()
                 if done and new:
-                    p.put_in_place()
-                    self._placed(p)
+                    done = p.put_in_place(replaceable)
+                    if done:
+                        self._placed(p)
                 elif done:
                     try:
                         dirfd.remove(self._folders.root, p.parts, p.name)
@@ -294,6 +348,7 @@ class FileWrites:
                         self._folders.forget()
             if not done:
                 self.diverged.append(p.path)
+                self.raced.append(self._steps[p.path])
                 if p.tmp:
                     p.drop_temp()
                 continue

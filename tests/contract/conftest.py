@@ -11,6 +11,7 @@ from typing import Any
 
 from mnoted.client.client import Client
 from mnoted.store import Workspace
+from tests.conftest import envelope
 from tests.e2e.conftest import DaemonProcess
 
 ANSWER_KEYS = {"ok", "toolName", "toolCallId", "traceId", "result", "audit", "error"}
@@ -38,20 +39,6 @@ def started(
             yield d
         finally:
             d.stop()
-
-
-def envelope(tool: str, **fields: Any) -> dict[str, Any]:
-    """A call as a seed-000 client sends it: every id present, the rest as given."""
-    ident = uuid.uuid4().hex[:12]
-    out: dict[str, Any] = {
-        "toolName": tool,
-        "sessionId": f"s_{ident}",
-        "runId": f"run_{ident}",
-        "toolCallId": f"call_{ident}",
-        "traceId": f"trace_{ident}",
-    }
-    out.update(fields)
-    return out
 
 
 def call(client: Client, tool: str, **fields: Any) -> dict[str, Any]:

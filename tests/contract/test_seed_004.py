@@ -4,6 +4,8 @@ the input header kept in the audit and the commit (§4, §6), the CLI aligned (�
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -72,6 +74,35 @@ def test_s4_workspace_id_names_the_workspace(d: DaemonProcess, workspace_id: str
     assert named["ok"], named["error"]
     assert named["result"]["workspaceId"] == workspace_id
     assert named["audit"]["workspaceId"] == workspace_id
+
+
+def test_s7_cli_in_a_workspace_folder_calls_that_workspace(
+    d: DaemonProcess, workspace_id: str
+) -> None:
+    """Without ``--workspace-id`` the CLI calls the workspace the current folder is in,
+    found from the brief listing (ids and roots only, no workspace's thread asked)."""
+    _, full = d.client().request("GET", "/v1/workspaces")
+    status, brief = d.client().request("GET", "/v1/workspaces?brief=true")
+    assert status == 200
+    assert brief["workspaces"] == [
+        {"workspaceId": w["workspaceId"], "root": w["root"]} for w in full["workspaces"]
+    ]
+    agent = d.agent_token("brief_reader", "page.read")
+    [mine] = d.client(agent).request("GET", "/v1/workspaces?brief=true")[1]["workspaces"]
+    assert mine == {"workspaceId": workspace_id, "root": None}
+    here = d.workspace / "sub"
+    here.mkdir(exist_ok=True)
+    cli = [sys.executable, "-m", "mnoted.cli.main", "--socket", str(d.socket)]
+    ran = subprocess.run(
+        [*cli, "--json", "page", "get", "named.md"],
+        env=d.env,
+        cwd=here,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["result"]["workspaceId"] == workspace_id
 
 
 def test_s7_cli_takes_reason_and_trace_id(d: DaemonProcess, workspace_id: str) -> None:

@@ -7,6 +7,7 @@ import contextlib
 import pytest
 
 from mnoted.core import commands as C
+from mnoted.core import page_edits as P
 from mnoted.core.names import BLOCK_FIELDS, block_command_signature
 from mnoted.core.page import parse_page
 from mnoted.errors import BlockNotFound, InvalidArguments, InvalidTreeOperation, UnsupportedOption
@@ -252,33 +253,33 @@ def test_toggle_heading_collapse_is_kept_in_frontmatter(page) -> None:
 
 
 def test_update_title_from_heading_and_frontmatter(page) -> None:
-    r = C.update_title(page, "New")
+    r = P.update_title(page, "New")
     check(r, DOC.replace(b"# Title", b"# New"))
     fm_page = parse_page(b"---\ntitle: Old # kept comment\ntags: [a]\n---\nbody\n")
-    r2 = C.update_title(fm_page, "Brand new")
+    r2 = P.update_title(fm_page, "Brand new")
     assert r2.page.to_bytes() == b"---\ntitle: Brand new\ntags: [a]\n---\nbody\n"
     bare = parse_page(b"just text\n", "notes/stem.md")
     assert bare.title == "stem"
-    r3 = C.update_title(bare, "Named")
+    r3 = P.update_title(bare, "Named")
     assert r3.page.to_bytes() == b"---\ntitle: Named\n---\njust text\n"
     with pytest.raises(InvalidArguments):
-        C.update_title(page, "two\nlines")
+        P.update_title(page, "two\nlines")
 
 
 def test_update_options_changes_only_its_lines() -> None:
     src = b"---\n# my notes\ntitle: T\nwideLayout: false\nother: {a: 1}\n---\nbody\n"
     page = parse_page(src)
-    r = C.update_options(page, {"wideLayout": True, "showToc": True})
+    r = P.update_options(page, {"wideLayout": True, "showToc": True})
     assert r.page.to_bytes() == (
         b"---\n# my notes\ntitle: T\nwideLayout: true\nother: {a: 1}\nshowToc: true\n---\nbody\n"
     )
     assert r.page.options["wideLayout"] and r.page.options["showToc"]
-    same = C.update_options(r.page, {"wideLayout": True})
+    same = P.update_options(r.page, {"wideLayout": True})
     assert not same.changed
     with pytest.raises(UnsupportedOption):
-        C.update_options(page, {"darkMode": True})
+        P.update_options(page, {"darkMode": True})
     with pytest.raises(InvalidArguments):
-        C.update_options(page, {"wideLayout": "yes"})
+        P.update_options(page, {"wideLayout": "yes"})
 
 
 def test_invalid_yaml_page_still_reads_but_refuses_option_writes() -> None:
@@ -289,16 +290,16 @@ def test_invalid_yaml_page_still_reads_but_refuses_option_writes() -> None:
     from mnoted.errors import InvalidFrontmatter
 
     with pytest.raises(InvalidFrontmatter):
-        C.update_options(page, {"wideLayout": True})
+        P.update_options(page, {"wideLayout": True})
     assert page.to_bytes() == src
 
 
 def test_save_replace_and_append(page) -> None:
-    r = C.save(
+    r = P.save(
         page, [{"type": "heading", "text": "T"}, {"type": "paragraph", "text": "x"}], "replace"
     )
     assert r.page.to_bytes() == b"# T\r\n\r\nx"
-    r2 = C.save(page, [{"type": "paragraph", "text": "more"}, "raw *markdown*"], "append")
+    r2 = P.save(page, [{"type": "paragraph", "text": "more"}, "raw *markdown*"], "append")
     assert r2.page.to_bytes() == DOC + b"\r\n\r\nmore\r\n\r\nraw *markdown*"
     assert set(page.block_ids()) <= set(r2.page.block_ids())
 
@@ -306,7 +307,7 @@ def test_save_replace_and_append(page) -> None:
 def test_save_keeps_frontmatter_and_ids_it_is_given() -> None:
     page = parse_page(b"---\ntitle: T\n---\nkeep me\n\nold\n")
     keep = page.blocks[0].id
-    r = C.save(page, [{"id": keep, "type": "paragraph", "text": "kept but edited"}], "replace")
+    r = P.save(page, [{"id": keep, "type": "paragraph", "text": "kept but edited"}], "replace")
     assert r.page.to_bytes() == b"---\ntitle: T\n---\nkept but edited\n"
     assert r.page.blocks[0].id == keep
 
@@ -376,7 +377,7 @@ def test_unified_diff_applies_with_patch(tmp_path) -> None:
     import random
     import subprocess
 
-    from mnoted.core.commands import unified_diff
+    from mnoted.core.diffs import unified_diff
 
     rng = random.Random(7)
     for _ in range(300):

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mnoted.core.commands import unified_diff
+from mnoted.core.diffs import unified_diff
 from mnoted.core.markdown_edit import markdown_edit
 from mnoted.core.page import parse_page
 from mnoted.core.source import Source

@@ -12,6 +12,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -207,16 +208,47 @@ def fsck(root: Path) -> subprocess.CompletedProcess[str]:
     raise AssertionError("the packs kept changing during git fsck")
 
 
-@pytest.fixture
-def daemon() -> Iterator[DaemonProcess]:
-    with tempfile.TemporaryDirectory(prefix="mn") as tmp:
+PLAN = "# Plan\n\nShip on Monday.\n"
+
+
+@contextmanager
+def running_daemon(
+    prepare: Callable[[Path], object] | None = None,
+    *,
+    config: str | None = None,
+    setup: Callable[[DaemonProcess], object] | None = None,
+    parent: str | None = None,
+) -> Iterator[DaemonProcess]:
+    """A daemon over a fresh workspace ``notes`` in a temporary folder (under ``parent``),
+    stopped at the end: ``prepare`` fills the workspace (default: a ``plan.md``), ``config``
+    is the text of its config file, ``setup`` adjusts the process (prefix, environment,
+    socket) before it starts."""
+    with tempfile.TemporaryDirectory(prefix="mn", dir=parent) as tmp:
         base = Path(tmp)
         workspace = base / "notes"
         Workspace.init(workspace).close()
-        (workspace / "plan.md").write_text("# Plan\n\nShip on Monday.\n\n- one\n- two\n")
+        if prepare is None:
+            (workspace / "plan.md").write_text(PLAN)
+        else:
+            prepare(workspace)
         d = DaemonProcess(base, workspace)
-        d.start()
+        if setup is not None:
+            setup(d)
+        extra: list[str] = []
+        if config is not None:
+            (base / "config.toml").write_text(config)
+            extra = ["--config", str(base / "config.toml")]
+        d.start(*extra)
         try:
             yield d
         finally:
             d.stop()
+
+
+@pytest.fixture
+def daemon() -> Iterator[DaemonProcess]:
+    def plan(workspace: Path) -> None:
+        (workspace / "plan.md").write_text(PLAN + "\n- one\n- two\n")
+
+    with running_daemon(plan) as d:
+        yield d

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from mnoted.cli.main import parser
 from mnoted.cli.output import pad, print_status
+from mnoted.cli.parser import parser
 from mnoted.core.names import BLOCK_COMMANDS
 from tests.e2e.conftest import DaemonProcess
 

@@ -10,18 +10,8 @@ import stat
 import subprocess
 import time
 
+from tests.conftest import envelope
 from tests.e2e.conftest import DaemonProcess, listen_events
-
-
-def envelope(tool: str, **fields) -> dict:
-    return {
-        "toolName": tool,
-        "sessionId": "s",
-        "runId": "r",
-        "toolCallId": "c1",
-        "traceId": "trace_e2e",
-        **fields,
-    }
 
 
 def test_socket_is_private(daemon: DaemonProcess) -> None:
@@ -39,6 +29,7 @@ def test_call_a_write_and_see_its_commit(daemon: DaemonProcess) -> None:
         "/v1/tools/call",
         envelope(
             "mnote.doc.markdown_edit",
+            traceId="trace_e2e",
             documentId="plan.md",
             idempotencyKey="k1",
             dryRun=False,
@@ -138,6 +129,7 @@ def test_events_stream_reports_commits_and_external_edits(daemon: DaemonProcess)
         "/v1/tools/call",
         envelope(
             "mnote.page.save",
+            traceId="trace_e2e",
             documentId="plan.md",
             idempotencyKey="k2",
             dryRun=False,

@@ -6,13 +6,8 @@ import json
 import os
 import random
 
+from tests.conftest import envelope
 from tests.e2e.conftest import DaemonProcess, listen_events, wait_for
-
-
-def envelope(tool: str, **fields: object) -> dict[str, object]:
-    return {"toolName": tool, "sessionId": "s", "runId": "r", "toolCallId": "c", "traceId": "t"} | (
-        fields
-    )
 
 
 def _token(daemon: DaemonProcess, *paths: str) -> tuple[str, str]:
@@ -100,8 +95,9 @@ def test_a_slice_of_generated_calls_through_the_socket_leaks_nothing(
         miss = f"private/{MARK}x{n}.md"
         field = rng.choice(["documentId", "path"])
         answers = []
+        same = envelope(tool, args=dict(TARGETED[tool]))  # (both answers name the same ids)
         for ref in (hid, miss):
-            raw = envelope(tool, args=dict(TARGETED[tool]), **{field: ref})
+            raw = {**same, field: ref}
             if tool != "mnote.review.list" and not tool.endswith(("get", "fetch", "history")):
                 raw.update(idempotencyKey=f"k{n}", dryRun=rng.random() < 0.5)
             status, body = agent.request("POST", "/v1/tools/call", raw)

@@ -126,10 +126,11 @@ def test_the_plugin_derives_the_idempotency_key_from_the_runtimes_call_id(
     daemon: DaemonProcess,
 ) -> None:
     from mnoted.contract.tools import TOOLS
-    from mnoted.integrations.hermes_plugin import make_handler
+    from mnoted.integrations.hermes_plugin import PluginClient, make_handler
 
     token = daemon.agent_token("hermes", "page.write")
-    handler = make_handler(TOOLS["mnote.doc.markdown_edit"], lambda: daemon.client(token))
+    clients = PluginClient(lambda: daemon.client(token))
+    handler = make_handler(TOOLS["mnote.doc.markdown_edit"], clients)
     edit = {"documentId": "plan.md", "operations": [{"search": "Monday", "replace": "Friday"}]}
     head = daemon.git("rev-parse", "HEAD").strip()
     first = json.loads(handler(dict(edit), tool_call_id="call_7"))
@@ -138,3 +139,31 @@ def test_the_plugin_derives_the_idempotency_key_from_the_runtimes_call_id(
     assert daemon.git("rev-list", "--count", f"{head}..HEAD").strip() == "1"
     other = json.loads(handler({**edit, "dryRun": True}, tool_call_id="call_8"))
     assert other["ok"] is False  # (Monday is gone: a new call is a new edit)
+
+
+def test_the_plugin_keeps_one_client_and_makes_another_after_a_failure(
+    daemon: DaemonProcess,
+) -> None:
+    """Every handler of the plugin calls through one client (its kept connections); a call
+    that cannot reach the daemon drops it, and the next call makes a new one."""
+    from mnoted.client.client import Client
+    from mnoted.contract.tools import TOOLS
+    from mnoted.integrations.hermes_plugin import PluginClient, make_handler
+
+    token = daemon.agent_token("hermes", "page.read")
+    made: list[Client] = []
+
+    def factory() -> Client:  # the first one looks where no daemon is
+        where = daemon.socket.with_name("gone.sock") if not made else daemon.socket
+        made.append(Client(where, token=token))
+        return made[-1]
+
+    clients = PluginClient(factory)
+    get, listing = (
+        make_handler(TOOLS[n], clients) for n in ("mnote.page.get", "mnote.workspace.list")
+    )
+    down = json.loads(get({"documentId": "plan.md"}))
+    assert down["error"]["code"] == "mnote_daemon_unreachable"
+    answers = [json.loads(h(a)) for h, a in [(get, {"documentId": "plan.md"}), (listing, {})] * 2]
+    assert all(a["ok"] for a in answers), answers
+    assert len(made) == 2 and clients.get() is made[1]

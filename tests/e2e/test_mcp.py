@@ -8,7 +8,6 @@ import json
 import re
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,7 @@ from mcp.client.stdio import get_default_environment, stdio_client
 
 from mnoted.contract.tools import TOOLS
 from mnoted.locations import default_socket_path
-from mnoted.store import Workspace
-from tests.e2e.conftest import DaemonProcess
+from tests.e2e.conftest import DaemonProcess, running_daemon
 from tests.e2e.every_tool import drive, report
 
 MNOTE = Path(sys.executable).parent / "mnote"  # the console script pip installed
@@ -77,19 +75,13 @@ def every_tool(daemon: DaemonProcess, token: str | None, mnote: Path = MNOTE) ->
 def desktop_daemon() -> Iterator[DaemonProcess]:
     """A daemon listening where `make run` and the systemd unit put it: the default socket
     under ``$XDG_RUNTIME_DIR``, which an MCP host's environment does not carry."""
-    with tempfile.TemporaryDirectory(prefix="mn") as tmp:
-        base = Path(tmp)
-        workspace = base / "notes"
-        Workspace.init(workspace).close()
-        (workspace / "plan.md").write_text("# Plan\n\nShip on Monday.\n")
-        d = DaemonProcess(base, workspace)
+
+    def default_socket(d: DaemonProcess) -> None:
         d.socket = default_socket_path({"XDG_RUNTIME_DIR": d.env["XDG_RUNTIME_DIR"]})
         d.env.pop("MNOTED_SOCKET")
-        d.start()
-        try:
-            yield d
-        finally:
-            d.stop()
+
+    with running_daemon(setup=default_socket) as d:
+        yield d
 
 
 def test_every_tool_is_usable_through_the_mcp_sdk_as_the_readme_sets_it_up(

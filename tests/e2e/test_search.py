@@ -3,7 +3,6 @@ read-your-writes, every link form, backlinks, moves that update links, a lost in
 
 from __future__ import annotations
 
-import itertools
 import json
 import shutil
 import signal
@@ -18,10 +17,10 @@ import pytest
 from mnoted.store import Workspace
 from mnoted.store.search_index import INDEX_FILE
 from mnoted.store.statedir import STATE_DIR
+from tests.conftest import envelope
 from tests.e2e.conftest import DaemonProcess, wait_for
 
 CORPUS_ZH = Path("/work/shared/corpus/obsidian-help/zh/快速入门")
-_ids = itertools.count(1)
 
 PAGES = {
     "notes/zebra.md": "# Zebra migration\n\nHerds cross the river every year.\n",
@@ -68,17 +67,9 @@ def d() -> Iterator[DaemonProcess]:
 
 
 def call(d: DaemonProcess, tool: str, token: str | None = None, **fields: Any) -> dict[str, Any]:
-    n = next(_ids)
-    body = {
-        "toolName": tool,
-        "sessionId": "s",
-        "runId": "r",
-        "toolCallId": f"c{n}",
-        "traceId": f"t{n}",
-        **fields,
-    }
+    body = envelope(tool, **fields)
     if TOOLS_WRITE.get(tool):
-        body.setdefault("idempotencyKey", f"k{n}")
+        body.setdefault("idempotencyKey", f"k_{body['toolCallId']}")
         body.setdefault("dryRun", False)
     status, out = d.client(token).request("POST", "/v1/tools/call", body)
     assert status == 200, out

@@ -6,33 +6,20 @@ from __future__ import annotations
 import json
 import signal
 import socket
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-from mnoted.store import Workspace
-from tests.e2e.conftest import DaemonProcess
+from tests.e2e.conftest import DaemonProcess, running_daemon
 
 STALLED = 51
 
 
 @contextmanager
 def daemon_with(limits: str) -> Iterator[DaemonProcess]:
-    with tempfile.TemporaryDirectory(prefix="mn") as tmp:
-        base = Path(tmp)
-        workspace = base / "notes"
-        Workspace.init(workspace).close()
-        (workspace / "plan.md").write_text("# Plan\n\nShip on Monday.\n")
-        (base / "config.toml").write_text("[limits]\n" + limits)
-        d = DaemonProcess(base, workspace)
-        d.start("--config", str(base / "config.toml"))
-        try:
-            yield d
-        finally:
-            d.stop()
+    with running_daemon(config="[limits]\n" + limits) as d:
+        yield d
 
 
 def subscribe(d: DaemonProcess, token: str) -> socket.socket:

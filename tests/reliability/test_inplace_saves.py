@@ -11,6 +11,10 @@ a marker, then closes it. Meanwhile an agent appends to the same page through th
   starts from the disk, so it keeps it); otherwise the answer is ``mnote_tool_conflict``.
 
 `MNOTE_INPLACE_ROUNDS=200` runs the issue's 200 rounds (CI: 30).
+
+The other way round, a person's save that begins *while* the agent's write lands (during its
+disk syncs, or as its file is renamed) must not revert the agent's ``ok`` either:
+`MNOTE_LANDING_RACE_ROUNDS=200` runs 200 such rounds (CI: 20).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 from tests.e2e.conftest import DaemonProcess
 
 ROUNDS = int(os.environ.get("MNOTE_INPLACE_ROUNDS", "30"))
+LANDING_ROUNDS = int(os.environ.get("MNOTE_LANDING_RACE_ROUNDS", "20"))
 PAGE = "plan.md"
 
 
@@ -146,6 +151,70 @@ def test_in_place_saves_racing_agent_writes(daemon: DaemonProcess) -> None:
     assert not _torn(_versions(daemon), ROUNDS)
     print(f"{ROUNDS} rounds: answers {answers}")
     assert answers.get("ok", 0) >= ROUNDS // 2  # (the write lands on the save, most often)
+
+
+def _edit_in_place(path: Path, i: int, gap: float) -> bytes:
+    """A person's save that starts from the disk: open the file for writing, read what it
+    holds through that descriptor, and write it back in two calls with a marked line added.
+    The save keeps whatever was in the file when it began (an agent's text included), so a
+    text missing afterwards was removed by no one on purpose. Returns what it read."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        read = b""
+        while chunk := os.read(fd, 1 << 16):
+            read += chunk
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.ftruncate(fd, 0)
+        os.write(fd, read + f"\nuser {i} begins".encode())
+        time.sleep(gap)
+        os.write(fd, f" and ends MARK-{i}\n".encode())
+    finally:
+        os.close(fd)
+    return read
+
+
+def test_saves_during_an_agents_landing_never_revert_its_ok(daemon: DaemonProcess) -> None:
+    """The person's save begins a random instant after the agent's call was sent: before its
+    landing, during the disk syncs, around the rename, or after. Oracle, every round: each
+    write answered ``ok`` has its text in the final file (every save keeps what it read, so
+    nothing removes it on purpose); the person's save is in HEAD and on disk; no commit
+    holds a torn save."""
+    rng = random.Random(4646)
+    client = daemon.client()
+    path = daemon.workspace / PAGE
+    answers: dict[str, int] = {}
+    acked: list[str] = []
+    read_agent = 0  # rounds whose save began after the agent's text was in the file
+    merged = 0  # writes merged on a save made as they landed (a second commit)
+    for i in range(LANDING_ROUNDS):
+        _settle(daemon, client)
+        got: list[dict[str, Any]] = []
+        args = {"content": [f"agent-{i}"], "mode": "append"}
+        agent = threading.Thread(target=_into, args=(got, daemon, "mnote.page.save", args))
+        agent.start()
+        time.sleep(rng.uniform(0, 0.03))
+        read = _edit_in_place(path, i, rng.uniform(0, 0.005))
+        read_agent += f"agent-{i}".encode() in read
+        agent.join(30)
+        assert got, "the agent's call was not answered"
+        resp = got[0]
+        code = "ok" if resp["ok"] else resp["error"]["code"]
+        answers[code] = answers.get(code, 0) + 1
+        assert code in ("ok", "mnote_tool_conflict"), resp
+        if resp["ok"]:
+            acked.append(f"agent-{i}")
+            warnings = resp.get("result", {}).get("warnings", [])
+            merged += any("applied again on their save" in w for w in warnings)
+        final = _settle(daemon, client)
+        assert f"MARK-{i}".encode() in final, f"round {i}: the person's save was lost"
+        reverted = [a for a in acked if a.encode() not in final]
+        assert not reverted, f"round {i}: acknowledged writes reverted: {reverted}"
+    assert not _torn(_versions(daemon), LANDING_ROUNDS)
+    print(
+        f"{LANDING_ROUNDS} rounds: answers {answers}, {read_agent} saves began after the "
+        f"write, {merged} writes merged on a save made as they landed"
+    )
+    assert answers.get("ok", 0) >= LANDING_ROUNDS // 2
 
 
 def test_reads_during_in_place_saves_commit_no_torn_version(daemon: DaemonProcess) -> None:

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
 
-from mnoted.store import Workspace
-from tests.e2e.conftest import DaemonProcess
+from tests.e2e.conftest import running_daemon
 
 PAGES = int(os.environ.get("MNOTE_LISTING_PAGES", "500"))
 
@@ -23,74 +21,63 @@ def page(i: int) -> str:
     return f"# Page {i}\n\n" + prose * 20 + "## List\n\n" + items
 
 
+def _committed_pages(root: Path) -> None:
+    """The pages, committed with ``git`` before the daemon starts (a checkout of them)."""
+    for i in range(PAGES):
+        folder = root / f"d{i // 200:02d}"
+        folder.mkdir(exist_ok=True)
+        (folder / f"p{i:05d}.md").write_text(page(i))
+    (root / "plan.md").write_text("# Plan\n\nShip.\n")
+    for args in (["add", "-A"], ["commit", "-qm", "pages"]):  # (as the test's environment is)
+        subprocess.run(["git", *args], cwd=root, check=True)
+
+
 def test_a_long_listing_beside_reads_and_writes() -> None:
-    with tempfile.TemporaryDirectory(prefix="mn") as tmp:
-        base = Path(tmp)
-        root = base / "notes"
-        Workspace.init(root).close()
-        for i in range(PAGES):
-            folder = root / f"d{i // 200:02d}"
-            folder.mkdir(exist_ok=True)
-            (folder / f"p{i:05d}.md").write_text(page(i))
-        (root / "plan.md").write_text("# Plan\n\nShip.\n")
-        env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
-            "GIT_AUTHOR_NAME": "T",
-            "GIT_AUTHOR_EMAIL": "t@example.org",
-            "GIT_COMMITTER_NAME": "T",
-            "GIT_COMMITTER_EMAIL": "t@example.org",
-        }
-        for args in (["add", "-A"], ["commit", "-qm", "pages"]):
-            subprocess.run(["git", *args], cwd=root, env=env, check=True)
-        d = DaemonProcess(base, root)
-        d.start()
+    with running_daemon(_committed_pages) as d:
+        lister = d.client(d.owner_token())
+        writer = d.client(d.owner_token())
+        answers: list[bool] = []  # each listing answer: whether a pass goes on after it
+        passes = [0]
+        stop = threading.Event()
+        failed: list[object] = []
+
+        def list_forever() -> None:
+            cursor = None
+            while not stop.is_set():
+                args = {"query": "no page has this", "limit": 10_000}
+                if cursor:
+                    args["cursor"] = cursor
+                answer = lister.call("mnote.workspace.list", None, args)
+                if not answer["ok"]:
+                    failed.append(answer)
+                    return
+                cursor = answer["result"].get("nextCursor")
+                answers.append(cursor is not None)
+                if cursor is None:
+                    passes[0] += 1
+
+        thread = threading.Thread(target=list_forever)
+        thread.start()
         try:
-            lister = d.client(d.owner_token())
-            writer = d.client(d.owner_token())
-            calls: list[float] = []
-            passes = [0]
-            stop = threading.Event()
-            failed: list[object] = []
-
-            def list_forever() -> None:
-                cursor = None
-                while not stop.is_set():
-                    args = {"query": "no page has this", "limit": 10_000}
-                    if cursor:
-                        args["cursor"] = cursor
-                    started = time.monotonic()
-                    answer = lister.call("mnote.workspace.list", None, args)
-                    calls.append(time.monotonic() - started)
-                    if not answer["ok"]:
-                        failed.append(answer)
-                        return
-                    cursor = answer["result"].get("nextCursor")
-                    if cursor is None:
-                        passes[0] += 1
-
-            thread = threading.Thread(target=list_forever)
-            thread.start()
-            try:
-                while not calls:  # (the listing has begun)
-                    time.sleep(0.01)
-                waits = []
-                for i in range(10):
-                    started = time.monotonic()
-                    got = writer.call("mnote.page.get", "plan.md")
-                    saved = writer.call(
-                        "mnote.page.save", "plan.md", {"content": [f"Ship, take {i}."]}
-                    )
-                    waits.append(time.monotonic() - started)
-                    assert got["ok"] and saved["ok"], (got, saved)
-                deadline = time.monotonic() + 120
-                while passes[0] < 1 and not failed and time.monotonic() < deadline:
-                    time.sleep(0.1)
-            finally:
-                stop.set()
-                thread.join()
-            assert not failed, failed
-            assert passes[0] >= 1, f"no whole pass in {len(calls)} calls"
-            assert max(waits) < 2.0, f"a get and a save beside the listing took {max(waits):.2f}s"
-            assert max(calls) < 5.0, f"one listing answer took {max(calls):.2f}s"
+            while not answers and not failed:  # (the listing has begun)
+                time.sleep(0.01)
+            first_pair_in_first_pass = None
+            for i in range(10):
+                got = writer.call("mnote.page.get", "plan.md")
+                saved = writer.call("mnote.page.save", "plan.md", {"content": [f"Ship, take {i}."]})
+                assert got["ok"] and saved["ok"], (got, saved)
+                if first_pair_in_first_pass is None:
+                    first_pair_in_first_pass = passes[0] == 0
+            deadline = time.monotonic() + 120  # (a hang guard, not a budget)
+            while passes[0] < 1 and not failed and time.monotonic() < deadline:
+                time.sleep(0.1)
         finally:
-            d.stop()
+            stop.set()
+            thread.join()
+        assert not failed, failed
+        assert passes[0] >= 1, f"no whole pass in {len(answers)} answers"
+        first_pass = answers.index(False) + 1
+        # each answer is a bounded slice: the first pass (nothing cached) took several
+        assert first_pass >= 3, f"the first pass was {first_pass} answer(s)"
+        # the other caller was answered between slices, not after the whole pass
+        assert first_pair_in_first_pass, "the first get and save waited for a whole pass"

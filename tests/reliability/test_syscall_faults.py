@@ -1,6 +1,6 @@
-"""The Nth ``fsync``, ``rename``, ``write`` or ``pwrite`` of a write fails (EIO, ENOSPC),
-once or from then on, wherever it happens: on the writer's thread or on the fsync pool that
-syncs a landing's pack while the branch is locked.
+"""The Nth ``fsync``, ``rename`` (``renameat2`` too), ``write`` or ``pwrite`` of a write fails
+(EIO, ENOSPC), once or from then on, wherever it happens: on the writer's thread or on the
+fsync pool that syncs a landing's pack while the branch is locked.
 
 The named fault points (``test_io_faults.py``) fail a step; these fail the system calls
 under the steps, each one in turn. Either way: a structured error or a durable commit,
@@ -18,11 +18,12 @@ from typing import Any
 
 import pytest
 
+from mnoted.store import dirfd
 from tests.reliability.test_io_faults import check, ids_in_history
 from tests.service.conftest import Harness
 
-CALLS = ("fsync", "rename", "write", "pwrite")
-OWNERS: dict[str, Any] = {}  # where a call is looked up, when not in os
+CALLS = ("fsync", "rename", "write", "pwrite", "renameat2")
+OWNERS: dict[str, Any] = {"renameat2": dirfd}  # where a call is looked up, when not in os
 
 
 class Injector:

@@ -24,8 +24,7 @@ from typing import Any
 import pygit2
 import pytest
 
-from mnoted.store import Workspace
-from tests.e2e.conftest import DaemonProcess, fsck
+from tests.e2e.conftest import DaemonProcess, fsck, running_daemon
 
 # The same knob as test_watcher_stress.py's in-process flood; MNOTE_FLOOD_FILES=100000 for
 # the full run. 10,000 files give ~30,000 events in folders already watched (create, modify,
@@ -136,22 +135,12 @@ def daemon_in(
     config: str | None = None,
 ) -> Iterator[DaemonProcess]:
     """A daemon on a fresh workspace under ``parent`` (None: the default temp folder)."""
-    with tempfile.TemporaryDirectory(prefix="mn", dir=parent) as tmp:
-        base = Path(tmp)
-        workspace = base / "notes"
-        Workspace.init(workspace).close()
-        prepare(workspace)
-        d = DaemonProcess(base, workspace)
+
+    def with_prefix(d: DaemonProcess) -> None:
         d.prefix = prefix or []
-        extra = []
-        if config is not None:
-            (base / "config.toml").write_text(config)
-            extra = ["--config", str(base / "config.toml")]
-        d.start(*extra)
-        try:
-            yield d
-        finally:
-            d.stop()
+
+    with running_daemon(prepare, config=config, setup=with_prefix, parent=parent) as d:
+        yield d
 
 
 # -- a flood that overflows the kernel queue --------------------------------------------------

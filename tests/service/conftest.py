@@ -13,6 +13,7 @@ import pytest
 from mnoted.service import Actor, Service
 from mnoted.store import Workspace
 from mnoted.store.tokens import TokenStore
+from tests.conftest import envelope
 
 _ids = itertools.count(1)
 
@@ -80,17 +81,7 @@ class Harness:
         return Actor.from_token(record)
 
     def envelope(self, tool: str, **fields: Any) -> dict[str, Any]:
-        n = next(_ids)
-        out: dict[str, Any] = {
-            "toolName": tool,
-            "workspaceId": self.ws.workspace_id,
-            "sessionId": "session_1",
-            "runId": "run_1",
-            "toolCallId": f"call_{n}",
-            "traceId": f"trace_{n}",
-        }
-        out.update(fields)
-        return out
+        return envelope(tool, **{"workspaceId": self.ws.workspace_id, **fields})
 
     def call(self, tool: str, actor: Actor | None = None, **fields: Any) -> dict[str, Any]:
         return self.service.call(self.envelope(tool, **fields), actor or self.owner)

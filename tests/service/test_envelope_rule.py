@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
 from tests.service.conftest import Harness
+from tests.service.memory import MemoryHarness, memory_harness
+
+
+@pytest.fixture
+def h(tmp_path: Path) -> Iterator[MemoryHarness]:
+    """These tests run on the store's in-memory twin (``tests/service/memory.py``)."""
+    yield from memory_harness(tmp_path)
 
 
 def test_flat_page_create_takes_path_as_its_argument(h: Harness) -> None:
@@ -85,7 +95,7 @@ def test_every_argument_a_model_or_client_sees_is_described() -> None:
 
 
 def test_the_cli_shortcuts_default_as_the_tools_do() -> None:
-    from mnoted.cli.main import parser
+    from mnoted.cli.parser import parser
     from mnoted.contract.tools import DocFetchArgs, PageSaveArgs
 
     save = parser().parse_args(["page", "save", "x.md", "--markdown", "text"])

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
 from tests.service.conftest import Harness
+from tests.service.memory import MemoryHarness, memory_harness
+
+
+@pytest.fixture
+def h(tmp_path: Path) -> Iterator[MemoryHarness]:
+    """These tests run on the store's in-memory twin (``tests/service/memory.py``)."""
+    yield from memory_harness(tmp_path)
+
 
 PAGE = """---
 title: Plan
@@ -139,9 +150,8 @@ def test_direct_shortcut_goes_through_the_executor(h: Harness, page_doc: str) ->
     done = h.write(call["toolName"], agent, documentId=call["documentId"], args=call["args"])
     assert done["ok"] and done["audit"]["effect"] == "write"
     assert "发布计划在周五。" in (h.root / "notes/route.md").read_text()
-    assert (
-        h.git("log", "-1", "--format=%(trailers:key=Mnote-Tool,valueonly,separator=)").strip() == MD
-    )
+    [last] = h.ws.find_command(command_id=done["audit"]["commandId"])
+    assert last.commit == h.ws.head and last.trailers["Mnote-Tool"] == MD
     structural = h.call(
         "mnote.page_ai.route",
         documentId=page_doc,

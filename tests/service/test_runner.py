@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from mnoted.host import external as external_module
 from mnoted.host import runner as runner_module
 from mnoted.host.runner import RunnerConfig, WorkspaceRunner
 from mnoted.service import Actor, Service
@@ -259,8 +260,8 @@ def test_the_watchers_repository_keeps_no_pack_merged_away(
             ws.apply(CommandMeta("x", actor="hermes"), [Write("p.md", b"v%d\n" % i)])
             assert not rules("drafts/kept.md")  # tracked (read in HEAD's newest pack)
             ws.upkeep(wait=True)
-        assert ws._merge_thread is not None
-        ws._merge_thread.submit(lambda: None).result()  # after the deletes queued
+        assert ws.pack_upkeep.merge_thread is not None
+        ws.pack_upkeep.merge_thread.submit(lambda: None).result()  # after the deletes queued
         assert list(packs.retired_dir(ws.gitdir / "objects" / "pack").iterdir()) == []
         assert not rules("drafts/kept.md")
         assert rules("drafts/new.md")
@@ -366,7 +367,7 @@ def test_the_start_up_pass_asks_git_and_later_passes_walk(
         asked.append(gitstatus.changes_by_git(at, None if git_there else str(at / "no-git")))
         return asked[-1]
 
-    monkeypatch.setattr(runner_module, "changes_by_git", counting)
+    monkeypatch.setattr(external_module, "changes_by_git", counting)
     r = WorkspaceRunner(root, Service(), RunnerConfig(watch=False))
     r.start()
     try:
@@ -437,7 +438,7 @@ def test_the_runner_outlives_a_failing_index_refresh(
     keeps serving, and the index is brought in step once the disk has room again. (The
     landing's own index update is switched off: its paths are left to the idle refresh, as
     when someone else holds ``index.lock`` at the landing.)"""
-    monkeypatch.setattr(Workspace, "_index_landed", lambda self, paths: None)
+    monkeypatch.setattr(Workspace, "_prepare_index", lambda self, commit, paths: None)
     root = runner.root
     faults.arm_error("index-written", errno.ENOSPC, times=3)
 

@@ -7,7 +7,7 @@ import errno
 import json
 import time
 
-from mnoted.store import faults, search_index
+from mnoted.store import faults, search_index, search_queries
 from tests.service.conftest import Harness
 
 
@@ -128,7 +128,7 @@ def test_an_agents_answers_do_not_depend_on_hidden_pages(h: Harness) -> None:
     assert answers() == before  # hits, order, scores, snippets, total, cursor, index size
     scope = search_index.scoped(h.ws, agent.grants, agent.may_access)
     conn, _ = scope.current()
-    assert conn is not None and search_index.page_count(conn) == 5  # (hidden pages never stored)
+    assert conn is not None and search_queries.page_count(conn) == 5  # (hidden pages never stored)
     # a page moved into the grant is found, one moved out of it is gone
     (h.root / "secret/s000.md").rename(h.root / "notes/s000.md")
     (h.root / "notes/bank.md").rename(h.root / "secret/bank.md")

@@ -29,6 +29,7 @@ def test_public_api_is_pinned() -> None:
             "Move",
             "PackReport",
             "Workspace",
+            "WorkspaceApi",
             "WorkspaceConfig",
             "Write",
             "check_new_name",

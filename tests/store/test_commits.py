@@ -395,7 +395,9 @@ def test_a_save_while_the_command_lands_is_kept(
     ws: Workspace, monkeypatch: pytest.MonkeyPatch, step: str, how: str
 ) -> None:
     """The new file is written under a temporary name before the branch moves; a person's
-    save or delete after the check is kept, never overwritten, and committed right after."""
+    save or delete after the last check is kept, never overwritten, and committed right
+    after; the command's change does not apply on it (the same line changed, or the file
+    gone), so the command is a conflict naming its commit, which keeps its version."""
     from mnoted.store import faults
 
     ws.apply(CommandMeta("page.create", actor="hermes"), [Write("p.md", b"v1\n")])
@@ -416,13 +418,15 @@ def test_a_save_while_the_command_lands_is_kept(
                 page.unlink()
 
     monkeypatch.setattr(faults, "point", point)
-    result = ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("p.md", b"v2\n")])
+    with pytest.raises(Conflict) as caught:
+        ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("p.md", b"v2\n")])
     monkeypatch.undo()
     theirs = {"in place": b"v1 and more\n", "rename over": b"person\n", "delete": None}[how]
     assert (page.read_bytes() if page.exists() else None) == theirs
-    assert git(ws.root, "show", f"{result.commit}:p.md") == "v2\n"  # the command's commit
+    ours = caught.value.details["commit"]
+    assert git(ws.root, "show", f"{ours}:p.md") == "v2\n"  # the command's commit
     head = git(ws.root, "rev-parse", "HEAD").strip()
-    assert head != result.commit  # and the person's save (or delete) on top of it
+    assert head != ours  # and the person's save (or delete) on top of it
     ws.idle()
     assert_clean(ws.root)
     assert not list(ws.root.rglob(".mnote-tmp-*"))
@@ -435,7 +439,7 @@ def test_the_index_refreshed_in_the_background_follows_head(
     files that a write no longer waits for). A write landing meanwhile is not held up, and
     its path, set to the older blob by that refresh, stays pending and is set next time.
     (Landings whose entries are not set at once: an index the store does not patch.)"""
-    monkeypatch.setattr(Workspace, "_index_landed", lambda self, paths: None)
+    monkeypatch.setattr(Workspace, "_prepare_index", lambda self, commit, paths: None)
     ws.apply(CommandMeta("page.create", actor="hermes"), [Write("p.md", b"v1\n")])
     ws.idle()
     ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("p.md", b"v2\n")])
@@ -482,7 +486,7 @@ def test_background_refreshes_take_a_bounded_share_of_the_time(
         done.set()
 
     monkeypatch.setattr(gitindex.GitIndex, "refresh", slow_refresh)
-    monkeypatch.setattr(Workspace, "_index_landed", lambda self, paths: None)
+    monkeypatch.setattr(Workspace, "_prepare_index", lambda self, commit, paths: None)
     monkeypatch.setattr(workspace_module, "INDEX_SHARE", 0.1)  # the next >= 2 s after the first
     ws.apply(CommandMeta("page.create", actor="hermes"), [Write("p.md", b"v1\n")])
     ws.refresh_index_soon()

@@ -85,8 +85,8 @@ def test_the_packs_maintenance_merged_away_are_not_kept_once_deleted(tmp_path: P
     with Workspace.open(root) as ws:
         assert ws.maintenance().merged_packs > 0
         ws.idle()  # the writer lets go of the merged packs; they are deleted
-        assert ws._merge_thread is not None
-        ws._merge_thread.submit(lambda: None).result()  # after the deletes queued
+        assert ws.pack_upkeep.merge_thread is not None
+        ws.pack_upkeep.merge_thread.submit(lambda: None).result()  # after the deletes queued
         assert list(packs.retired_dir(root / ".git/objects/pack").iterdir()) == []
         assert deleted_packs_held(root / ".git") == []
     assert_clean(root)

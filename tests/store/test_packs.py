@@ -206,8 +206,8 @@ def test_packs_merged_away_are_freed_after_the_writer_lets_go(
         ws.upkeep(wait=True)
     assert len(held_when_dropped) >= 4
     assert held_when_dropped == [[]] * len(held_when_dropped)
-    assert ws._merge_thread is not None
-    ws._merge_thread.submit(lambda: None).result()  # after the deletes queued before it
+    assert ws.pack_upkeep.merge_thread is not None
+    ws.pack_upkeep.merge_thread.submit(lambda: None).result()  # after the deletes queued before it
     assert list(packs.retired_dir(pack_dir).iterdir()) == []
     assert deleted_packs_held(pack_dir) == []
     assert len(git(ws.root, "log", "--format=%H").split()) == 13

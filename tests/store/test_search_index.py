@@ -13,6 +13,7 @@ import pygit2
 import pytest
 
 from mnoted.store import search_index as si
+from mnoted.store import search_queries
 
 PAGES = 130
 
@@ -84,7 +85,7 @@ def test_a_killed_pass_is_finished_by_the_next(tmp_path: Path, killed: bool) -> 
         assert run.returncode == -9, run.stderr  # SIGKILLed after its third batch
         conn = si.connect(db)
         assert si.indexed_commit(conn) is None  # (incomplete: a query says so)
-        assert si.page_count(conn) == 75
+        assert search_queries.page_count(conn) == 75
     else:
         conn = si.connect(db)
         assert si.sync_tree(conn, repo, first)
@@ -96,7 +97,7 @@ def test_a_killed_pass_is_finished_by_the_next(tmp_path: Path, killed: bool) -> 
     fresh = si.connect(tmp_path / "fresh.sqlite3")
     assert si.sync_tree(fresh, repo, second)
     assert _dump(conn) == _dump(fresh)
-    assert si.page_count(conn) == PAGES - PAGES // 10 + 1
+    assert search_queries.page_count(conn) == PAGES - PAGES // 10 + 1
 
 
 def test_an_unusable_file_is_refused(tmp_path: Path) -> None:

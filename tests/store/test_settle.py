@@ -10,7 +10,7 @@ import pytest
 from mnoted.errors import Conflict
 from mnoted.store import CommandMeta, Workspace, Write
 from mnoted.store import settle as settle_mod
-from mnoted.store.settle import Settling, held_for_writing
+from mnoted.store.settle import Settling, held_for_writing, no_new_writer
 
 
 def _held(path: str) -> bool | None:
@@ -30,6 +30,25 @@ def test_a_file_open_for_writing_is_seen_as_such(tmp_path: os.PathLike[str]) -> 
     assert _held(path) is False
     with open(path):  # a reader is no writer
         assert _held(path) is False
+
+
+def test_a_file_may_be_replaced_only_while_nobody_writes_it(tmp_path: os.PathLike[str]) -> None:
+    """``no_new_writer`` shares its lease with ``held_for_writing``: refused for a file open
+    for writing, held (and then released) for one that is not, absent for no file."""
+    path = os.path.join(tmp_path, "a.md")
+    with open(path, "w") as f:
+        f.write("x")
+    folder = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with open(path, "a"), no_new_writer(folder, "a.md") as may_replace:
+            assert may_replace() is False
+        with no_new_writer(folder, "a.md") as may_replace:
+            assert may_replace() is True
+        assert _held(path) is False  # (the lease was released)
+        with no_new_writer(folder, "gone.md") as may_replace:
+            assert may_replace() is True  # nothing to protect: the stat check decides
+    finally:
+        os.close(folder)
 
 
 def test_a_file_changed_a_moment_ago_waits_for_the_quiet_time(tmp_path: os.PathLike[str]) -> None:

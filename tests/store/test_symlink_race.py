@@ -22,7 +22,7 @@ import pytest
 from mnoted.errors import NotFound, PathRejected
 from mnoted.store import CommandMeta, Delete, Workspace, Write, faults, trees
 from mnoted.store import planning as planning_mod
-from mnoted.store import workspace as workspace_mod
+from mnoted.store import reads as reads_mod
 from mnoted.store.atomic import remove_temp_files
 from mnoted.store.paths import TEMP_PREFIX
 from tests.store.conftest import assert_clean, git
@@ -174,7 +174,7 @@ def test_write_after_the_check_goes_nowhere_outside(
 
 def test_read_after_the_check_is_refused(scene: Scene, monkeypatch: pytest.MonkeyPatch) -> None:
     before = scene.outside_state()
-    swapped = swap_after(monkeypatch, workspace_mod, "resolve", scene, lambda *a, **k: True)
+    swapped = swap_after(monkeypatch, reads_mod, "resolve", scene, lambda *a, **k: True)
     with pytest.raises(PathRejected):
         scene.ws.read_disk("sub/page.md")
     assert swapped

@@ -1,0 +1,113 @@
+"""What the service layer asks of a workspace: :class:`WorkspaceApi`.
+
+The service (``mnoted.service``) is typed against this Protocol, not against
+:class:`~mnoted.store.workspace.Workspace`: it names every attribute and method the
+service uses, and nothing else (the writer's groups, index refreshes, upkeep and opening
+belong to the layer that composes a workspace). :class:`Workspace` implements it;
+``tests/store/test_api_protocol.py`` holds that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from mnoted.store.config import WorkspaceConfig
+from mnoted.store.facades import Idempotency, KeyValue
+from mnoted.store.model import (
+    Change,
+    CommandMeta,
+    CommandRecord,
+    CommitResult,
+    DocRef,
+    HistoryEntry,
+)
+from mnoted.store.statcache import Key
+
+
+class WorkspaceApi(Protocol):
+    """A workspace as the service reads and writes it (``docs/store.md``, *Public API*)."""
+
+    @property
+    def root(self) -> Path: ...
+
+    @property
+    def state_dir(self) -> Path: ...
+
+    @property
+    def workspace_id(self) -> str: ...
+
+    @property
+    def config(self) -> WorkspaceConfig: ...
+
+    @property
+    def head(self) -> str | None: ...
+
+    @property
+    def sidecar(self) -> KeyValue: ...
+
+    @property
+    def idempotency(self) -> Idempotency: ...
+
+    # reads (store.reads)
+    def resolve(self, ref: str) -> DocRef: ...
+
+    def documents(self, under: str = "") -> list[DocRef]: ...
+
+    def listing(self, under: str = "") -> list[tuple[DocRef, str, str]]: ...
+
+    def blob_id(self, path: str) -> str | None: ...
+
+    def read_basis(self, path: str) -> tuple[object, Key] | None: ...
+
+    def still_as_read(self, basis: tuple[object, Key], path: str) -> bool: ...
+
+    def filter_of(self, path: str) -> str | None: ...
+
+    def refuse_filtered(self, path: str) -> None: ...
+
+    def read_head(self, path: str) -> bytes | None: ...
+
+    def read_disk(self, path: str) -> bytes | None: ...
+
+    def read_blob(self, blob_id: str) -> bytes | None: ...
+
+    def blob_at(self, revision: str, path: str) -> tuple[str, bytes] | None: ...
+
+    def revision_of(self, path: str) -> str: ...
+
+    def history(self, ref: str, limit: int = 50) -> list[HistoryEntry]: ...
+
+    def find_command(
+        self,
+        *,
+        command_id: str | None = None,
+        trace_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> list[CommandRecord]: ...
+
+    def paths_of_commit(self, commit: str) -> list[str]: ...
+
+    # state
+    def refresh(self) -> bool: ...
+
+    def operation(self) -> tuple[str, str] | None: ...
+
+    # writes
+    def apply(self, meta: CommandMeta, changes: Sequence[Change]) -> CommitResult: ...
+
+    def check_writable(self, changes: Sequence[Change]) -> None: ...
+
+    def commit_external(
+        self,
+        paths: Iterable[str],
+        *,
+        meta: CommandMeta | None = None,
+        include_ignored: bool = False,
+        wait: float = ...,
+    ) -> CommitResult | None: ...
+
+    def with_landing(self, callback: Callable[[], object]) -> None: ...
+
+    def after_landing(self, callback: Callable[[], object]) -> None: ...
