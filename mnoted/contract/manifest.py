@@ -118,19 +118,28 @@ REVIEW_TOOLS = frozenset(
 """Writes that act on review sessions themselves: never held for approval."""
 
 
+def held_for_approval(spec: ToolSpec, approval_mode: str, *, owner: bool) -> bool:
+    """Whether a write with ``spec`` waits for a person (the one approval rule, seed 003
+    §5.2): an agent's writes under ``approvalMode = "required"`` all wait, under
+    ``"review"`` those declared ``requiresApproval``, under ``"yolo"`` none; the owner's
+    never (the owner is the person who would review them), nor the review tools' own."""
+    if owner or not spec.writes or spec.name in REVIEW_TOOLS:
+        return False
+    return approval_mode == "required" or (
+        approval_mode == "review" and spec.annotations.requiresApproval
+    )
+
+
 def effective_annotations(
     spec: ToolSpec, approval_mode: str | None, scopes: Collection[str] | None
 ) -> dict[str, Any]:
-    """The tool's annotations as they hold for this caller in this workspace (seed 003
-    §5.2): an agent's writes under ``approvalMode = "required"`` all wait for a person, under
-    ``"review"`` those declared ``requiresApproval``, under ``"yolo"`` none; the owner's
-    (``scopes`` None) never wait. Without ``approval_mode`` the declaration is shown."""
+    """The tool's annotations as they hold for this caller in this workspace: whether its
+    calls wait for a person (:func:`held_for_approval`; ``scopes`` None is the owner).
+    Without ``approval_mode`` the declaration is shown."""
     out = spec.annotations.model_dump()
     if approval_mode is None or not spec.writes or spec.name in REVIEW_TOOLS:
         return out
-    held = scopes is not None and (
-        approval_mode == "required" or (approval_mode == "review" and out["requiresApproval"])
-    )
+    held = held_for_approval(spec, approval_mode, owner=scopes is None)
     out["requiresApproval"] = held
     out["approvalMode"] = approval_mode if held else "none"
     return out

@@ -18,7 +18,7 @@ from mnoted.core.merge import Held
 from mnoted.host.runner import WorkspaceRunner
 from mnoted.remote import blockids
 from mnoted.remote.sync import Configured, RemoteSync, SyncConfig
-from mnoted.service import review
+from mnoted.service import review_sessions
 from mnoted.service.actors import Actor
 
 log = logging.getLogger(__name__)
@@ -122,11 +122,11 @@ def attach(runner: WorkspaceRunner, config: SyncConfig | None = None) -> RemoteS
         return blockids.publish(ws, service.pages, pygit2.Repository(str(ws.root)), since, remote)
 
     def decided(sids: list[str]) -> set[str]:
-        store = review.store_of(service, ws)
+        store = review_sessions.store_of(service, ws)
         out = set()
         for sid in sids:
             session = store.get(sid)
-            if session is None or session.get("state") in review.FINISHED:
+            if session is None or session.get("state") in review_sessions.FINISHED:
                 out.add(sid)
         return out
 

@@ -1,11 +1,10 @@
 """How long the workspace's own records outlive the writes they describe.
 
-Every agent write leaves about 4 KB beside its commit: its answer, kept to replay a retry
-(``.git/mnote/state/state.sqlite3``), and its review session with the preview
-(``reviews.sqlite3``), five times what the commit itself adds to ``.git``. Kept for ever,
-they outgrew the notes' history. Git keeps the writes themselves; these go once nobody can
-need them. What is still open (a proposal awaiting its review, a stale or failed one that
-can be retried) stays however old it is.
+A write keeps its answer beside its commit, to replay a retry
+(``.git/mnote/state/state.sqlite3``); a write held for review keeps its session with the
+preview (``reviews.sqlite3``). Kept for ever, they outgrow the notes' history. Git keeps
+the writes themselves; these go once nobody can need them. What is still open (a proposal
+awaiting its review, a stale or failed one that can be retried) stays however old it is.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from __future__ import annotations
 import logging
 
 from mnoted.service.executor import Service
-from mnoted.service.review import FINISHED, store_of
+from mnoted.service.review_sessions import FINISHED, store_of
 from mnoted.store import Workspace
 
 log = logging.getLogger(__name__)

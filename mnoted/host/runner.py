@@ -15,7 +15,6 @@ import json
 import logging
 import os
 import queue
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -30,10 +29,9 @@ from mnoted.host.external import ExternalEdits
 from mnoted.host.retention import forget_old
 from mnoted.service.actors import Actor
 from mnoted.service.executor import Service
-from mnoted.service.review import close_store, store_of
+from mnoted.service.review_sessions import close_store
 from mnoted.store import Maintainer, Workspace, search_index
 from mnoted.store.config import CONFIG_PATH
-from mnoted.store.reviews import ReviewStore
 from mnoted.store.statcache import stamp_of
 from mnoted.sync import (
     ABSENT,
@@ -241,7 +239,7 @@ class WorkspaceRunner(ExternalEdits):
         live: list[_Job] = []
         results: list[Any] = []
         try:
-            with self._review_batch() as records, self.ws.group():
+            with self.ws.group():
                 batch = _started([first])
                 while batch:
                     live.extend(batch)
@@ -250,8 +248,6 @@ class WorkspaceRunner(ExternalEdits):
                     # more of them (the fixed cost of a landing is paid by a cohort of
                     # agents once, not by each half of it in turn).
                     batch = _started(self._queued_calls(MAX_GROUP - len(live)))
-                if records is not None:  # written while the landing waits (if that
-                    self.ws.with_landing(records.flush)  # fails, again at the batch's end)
         except MnoteError as exc:
             if not live:  # the group could not begin (HEAD detached meanwhile, say)
                 log.info("a group could not begin (%s); running its call alone", exc.message)
@@ -278,16 +274,6 @@ class WorkspaceRunner(ExternalEdits):
             self.ws.upkeep()  # after the answers: merging packs delays no one
         except MnoteError as exc:
             log.warning("upkeep after a group failed: %s", exc.message)
-
-    def _review_batch(self) -> contextlib.AbstractContextManager[ReviewStore | None]:
-        """One transaction for the review records of a group's writes; none (each record
-        written alone, or logged if it fails) when the review store cannot be opened."""
-        assert self.ws is not None
-        try:
-            return store_of(self.service, self.ws).batch()
-        except (sqlite3.Error, OSError) as exc:
-            log.warning("review store unavailable: %s", exc)
-            return contextlib.nullcontext()
 
     def _check_config(self) -> None:
         """Take in an edit of ``.mnote/config.toml`` (the watcher does not look in

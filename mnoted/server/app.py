@@ -71,11 +71,7 @@ class Daemon(Protocol):
 
     def call_failed(self, payload: Any, exc: MnoteError, actor: Actor | None) -> dict[str, Any]: ...
 
-    def request_limit(self, payload: Any) -> int | None: ...
-
-    def cached_answer(self, payload: Any, actor: Actor) -> bytes | None: ...
-
-    async def call(self, payload: Any, actor: Actor) -> bytes: ...
+    async def call(self, payload: Any, actor: Actor, size: int) -> bytes: ...
 
     def may_see(self, actor: Actor, event: dict[str, Any]) -> bool: ...
 
@@ -222,15 +218,11 @@ def build_app(daemon: Daemon, limits: Limits) -> web.Application:
         if raw.count(b"[") + raw.count(b"{") > limit and json_depth(payload, limit) > limit:
             too_deep = InvalidArguments(f"JSON nested deeper than {limits.max_json_depth}")
             return web.json_response(daemon.call_failed(payload, too_deep, actor), status=400)
-        workspace_limit = daemon.request_limit(payload)
-        if workspace_limit is not None and len(raw) > workspace_limit:
-            return json_error(
-                413, TooLarge(f"request over this workspace's limit of {workspace_limit} bytes")
-            )
-        cached = daemon.cached_answer(payload, actor)
-        if cached is not None:
-            return web.Response(body=cached, content_type="application/json")
-        return web.Response(body=await daemon.call(payload, actor), content_type="application/json")
+        try:  # (the daemon decides the call's workspace once, and its limit with it)
+            body = await daemon.call(payload, actor, len(raw))
+        except TooLarge as exc:
+            return json_error(413, exc)
+        return web.Response(body=body, content_type="application/json")
 
     async def events(request: web.Request) -> web.StreamResponse:
         actor = request[ACTOR]

@@ -36,6 +36,7 @@ from mnoted.errors import (
     MnoteError,
     PermissionDenied,
     Timeout,
+    TooLarge,
     WorkspaceInvalid,
 )
 from mnoted.host import Companion, Host, HostShared, RunnerConfig
@@ -49,8 +50,8 @@ from mnoted.server.sdnotify import notify, watchdog_interval
 from mnoted.server.unixsocket import bind_private
 from mnoted.service import visibility
 from mnoted.service.actors import Actor
+from mnoted.service.answers import failure
 from mnoted.service.events import EventBus
-from mnoted.service.executor import failure
 from mnoted.store.config import know_tools
 from mnoted.store.settings import Setting, read_table, unknown_keys
 from mnoted.store.statcache import stamp_of
@@ -295,12 +296,28 @@ class Daemon:
             wid = actor.workspace_id
         return self.host_for(wid if isinstance(wid, str) else None, actor)
 
-    async def call(self, payload: Any, actor: Actor) -> bytes:
-        """Run a tool call on its workspace's thread; the response as sent on the wire."""
+    async def call(self, payload: Any, actor: Actor, size: int = 0) -> bytes:
+        """Answer a tool call of ``size`` bytes; the response as sent on the wire.
+
+        Which workspace it is for is decided once, here: a body over that workspace's
+        ``maxRequestBytes`` raises :class:`TooLarge` before anything runs; a repeated read
+        whose kept answer holds is answered on the event loop (``service.readcache``); any
+        other call runs on the workspace's thread.
+        """
         try:
             host = self._host_of_call(payload, actor)
         except MnoteError as exc:
             return wire_bytes(self.call_failed(payload, exc, actor))
+        if host.ws is not None and size > host.ws.config.max_request_bytes:
+            most = host.ws.config.max_request_bytes
+            raise TooLarge(f"request over this workspace's limit of {most} bytes")
+        try:
+            cached = host.service.cached_answer(payload, actor)
+        except Exception:  # the call then runs as any other and reports what is wrong
+            log.exception("the read cache failed; the call runs in its workspace")
+            cached = None
+        if cached is not None:
+            return cached
         limit = self.config.limits.request_seconds
         try:
             return await _answer(host.submit_call(payload, actor), limit)
@@ -313,28 +330,6 @@ class Daemon:
                     actor,
                 )
             )
-
-    def cached_answer(self, payload: Any, actor: Actor) -> bytes | None:
-        """A repeated read answered on the event loop (``service.readcache``); None: call."""
-        try:
-            host = self._host_of_call(payload, actor)
-        except MnoteError:  # (the call reports it)
-            return None
-        try:
-            return host.service.cached_answer(payload, actor)
-        except Exception:  # the call then runs as any other and reports what is wrong
-            log.exception("the read cache failed; the call runs in its workspace")
-            return None
-
-    def request_limit(self, payload: Any) -> int | None:
-        """The request size limit of the workspace a call names (``maxRequestBytes``)."""
-        wid = _named_workspace(payload)
-        host = self.hosts.get(wid) if isinstance(wid, str) else None
-        if host is None and len(self.hosts) == 1:
-            host = next(iter(self.hosts.values()))
-        if host is None or host.ws is None:
-            return None
-        return host.ws.config.max_request_bytes
 
     def may_see(self, actor: Actor, event: dict[str, Any]) -> bool:
         return visibility.event_visible(actor, event)

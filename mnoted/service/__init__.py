@@ -11,7 +11,8 @@ from mnoted.service import (
     search_tools,
 )
 from mnoted.service.actors import Actor
-from mnoted.service.executor import HANDLERS, Service
+from mnoted.service.calls import HANDLERS
+from mnoted.service.executor import Service
 
 __all__ = [
     "HANDLERS",

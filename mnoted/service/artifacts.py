@@ -15,11 +15,11 @@ import yaml
 
 from mnoted.core.page import name_stem, parse_page
 from mnoted.errors import PermissionDenied
-from mnoted.service.executor import WritePlan, handles
+from mnoted.service.calls import WritePlan, handles
 from mnoted.store import Change, Write
 
 if TYPE_CHECKING:
-    from mnoted.service.executor import Call
+    from mnoted.service.calls import Call
 
 SUMMARY_DIR = "ai/summaries"
 NOTES_DIR = "ai/notes"

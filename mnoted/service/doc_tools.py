@@ -11,9 +11,9 @@ from typing import Any
 from mnoted.core import commands as C
 from mnoted.core.markdown_edit import markdown_edit
 from mnoted.errors import InvalidArguments, TargetOutOfScope
-from mnoted.service.executor import Call, WritePlan, context_of, handles, page_write
+from mnoted.service.calls import Call, WritePlan, context_of, handles, page_write
 from mnoted.service.pages import LoadedPage
-from mnoted.service.review import frozen_selection
+from mnoted.service.review_sessions import frozen_selection
 from mnoted.store import message
 
 
@@ -118,22 +118,21 @@ def _block_header(call: Call, loaded: LoadedPage, edit: C.EditResult) -> dict[st
     """The block editor contract's result header (seed 004 §4): ``document_id``,
     ``applied_command``, ``changed_block_ids``, ``audit``, and with ``snapshot: true`` the
     changed blocks as they are after the change (``revision`` is the result's own)."""
-    ops = call.args.operations
-    applied = "+".join(op.command for op in ops)
-    first = ops[0]
+    applied = "+".join(op.command for op in call.args.operations)
     changed = list(edit.changed_block_ids)
+    said = call.header  # (the answer's audit and the commit's trailers say the same)
     header: dict[str, Any] = {
         "document_id": loaded.doc.document_id,
         "applied_command": applied,
         "changed_block_ids": changed,
         "audit": {
             "actor_id": call.actor.actor_id,
-            "actor_type": call.actor.kind,
+            "actor_type": said["actorType"],
             "document_id": loaded.doc.document_id,
             "command_name": applied,
-            "target_block_id": first.block_id or first.after_block_id,
+            "target_block_id": said["targetBlockId"],
             "changed_block_ids": changed,
-            "reason": call.request.reason,
+            "reason": said["reason"],
         },
     }
     if call.args.snapshot:

@@ -25,7 +25,7 @@ from mnoted.core.merge import merge_page
 from mnoted.core.page import parse_page
 from mnoted.errors import Conflict, NotFound, PathRejected, PermissionDenied
 from mnoted.service.actors import utc_iso
-from mnoted.service.executor import Call, WritePlan, approval_required, handles
+from mnoted.service.calls import Call, WritePlan, approval_required, handles, hidden
 from mnoted.store import Change, CommandMeta, WorkspaceApi, Write
 
 GRANTS = "grants"
@@ -265,7 +265,7 @@ def _release_in_place(call: Call, grant: dict[str, Any]) -> WritePlan:
     ws = call.ws
     doc = ws.resolve(grant["documentId"])
     if not call.may_see(doc.path):
-        raise call.service.hidden(grant["documentId"], call.actor)
+        raise hidden(grant["documentId"], call.actor)
     head_blob = ws.blob_id(doc.path)
     if head_blob != grant["blob"]:
         raise Conflict(

@@ -15,7 +15,7 @@ from mnoted.core.links import Link, PathIndex, name_key, parse_links, replace_li
 from mnoted.core.links import rewritten as rewritten_link
 from mnoted.core.page import Page
 from mnoted.errors import MnoteError
-from mnoted.service.executor import Call, handles
+from mnoted.service.calls import Call, handles
 from mnoted.service.pages import LoadedPage
 from mnoted.service.search_tools import block_at
 from mnoted.store import Write, search_index, search_queries

@@ -8,7 +8,7 @@ from mnoted.core import page_edits as P
 from mnoted.core.page import parse_page
 from mnoted.errors import InvalidArguments
 from mnoted.service.artifacts import artifacts_of
-from mnoted.service.executor import Call, WritePlan, handles, page_write
+from mnoted.service.calls import Call, WritePlan, handles, hidden, page_write
 from mnoted.service.link_tools import plan_link_updates
 from mnoted.store import Delete, Move, Write, check_new_name
 
@@ -103,7 +103,7 @@ def _new_path(raw: str) -> str:
 def page_create(call: Call) -> WritePlan:
     path = _new_path(call.args.path)
     if not call.may_see(path):
-        raise call.service.hidden(path, call.actor)
+        raise hidden(path, call.actor)
     if call.ws.read_disk(path) is not None or call.ws.blob_id(path) is not None:
         raise InvalidArguments(
             f"{path} already exists", hint="Pick another path, or edit the existing page."
@@ -149,7 +149,7 @@ def page_move(call: Call) -> WritePlan:
     loaded = call.load()
     target = _new_path(call.args.newPath)
     if not call.may_see(target):
-        raise call.service.hidden(target, call.actor)
+        raise hidden(target, call.actor)
     if target == loaded.path:
         raise InvalidArguments("the page is already at that path")
     if call.ws.read_disk(target) is not None or call.ws.blob_id(target) is not None:

@@ -10,13 +10,13 @@ and both are kept: the author is the owner, ``onBehalfOf`` the named actor.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mnoted.store.message import ACTOR_TYPE, ON_BEHALF_OF, REASON, REQUEST_ID, TARGET_BLOCK_ID
 
 if TYPE_CHECKING:
-    from mnoted.contract.envelope import Audit
-    from mnoted.service.executor import Call
+    from mnoted.service.calls import Call
 
 
 def target_blocks(call: Call) -> list[str]:
@@ -39,7 +39,7 @@ def on_behalf_of(call: Call) -> str | None:
 
 def header(call: Call) -> dict[str, Any]:
     """The audit fields of the call's seed-004 header (absent ones left None)."""
-    targets = target_blocks(call)
+    targets = call.targets
     return {
         "requestId": call.request.requestId,
         "actorType": call.request.actorType or call.actor.kind,
@@ -49,21 +49,24 @@ def header(call: Call) -> dict[str, Any]:
     }
 
 
-def fill(audit: Audit, call: Call) -> Audit:
-    """``audit`` with the call's header fields set."""
-    for key, value in header(call).items():
-        setattr(audit, key, value)
-    return audit
-
-
 def trailers(call: Call) -> tuple[tuple[str, str], ...]:
-    """The ``Mnote-*`` trailers of the header, for the call's commit."""
-    head = header(call)
+    """The ``Mnote-*`` trailers of the call's header, for its commit."""
+    return trailers_of(call.header, call.targets)
+
+
+def trailers_of(
+    head: Mapping[str, Any], targets: Sequence[str] | None = None
+) -> tuple[tuple[str, str], ...]:
+    """The ``Mnote-*`` trailers of a header as :func:`header` makes it (the one map from
+    header to trailers): ``targets`` every block the call names, by default the header's
+    ``targetBlockId`` (a review session keeps the header, and its accept commits it)."""
+    if targets is None:
+        targets = [head["targetBlockId"]] if head.get("targetBlockId") else []
     pairs = [
-        (REQUEST_ID, head["requestId"]),
-        (ACTOR_TYPE, head["actorType"]),
-        (REASON, head["reason"]),
-        (ON_BEHALF_OF, head["onBehalfOf"]),
-        *((TARGET_BLOCK_ID, ident) for ident in target_blocks(call)),
+        (REQUEST_ID, head.get("requestId")),
+        (ACTOR_TYPE, head.get("actorType")),
+        (REASON, head.get("reason")),
+        (ON_BEHALF_OF, head.get("onBehalfOf")),
+        *((TARGET_BLOCK_ID, ident) for ident in targets),
     ]
-    return tuple((k, v) for k, v in pairs if v)
+    return tuple((k, str(v)) for k, v in pairs if v)

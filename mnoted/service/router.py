@@ -19,7 +19,7 @@ from typing import Any
 from mnoted.contract.tools import TOOLS
 from mnoted.core.blocks import Block
 from mnoted.core.page import Page
-from mnoted.service.executor import Call, approval_required, context_of, handles
+from mnoted.service.calls import Call, approval_required, context_of, handles
 
 SCHEMA = "mnote.page_ai_command_route.v1"
 

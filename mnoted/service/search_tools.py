@@ -17,7 +17,7 @@ from mnoted.core.page import Page
 from mnoted.core.search_text import Query, parse_query, snippet
 from mnoted.errors import InvalidArguments, MnoteError
 from mnoted.service.actors import Actor, glob_match
-from mnoted.service.executor import Call, handles
+from mnoted.service.calls import Call, handles
 from mnoted.service.visibility import is_artifact
 from mnoted.store import search_index, search_queries
 

@@ -80,7 +80,8 @@ def test_s3_3_a_write_is_applied_after_its_commit_is_read_back(d: DaemonProcess)
 
 def test_s3_3_read_back_mismatch_is_an_error_not_a_success(tmp_path: Any) -> None:
     from mnoted.errors import StorageError
-    from mnoted.service.executor import WritePlan, read_back
+    from mnoted.service.calls import WritePlan
+    from mnoted.service.writes import read_back
     from mnoted.store import CommandMeta, Workspace, Write
 
     ws = Workspace.init(tmp_path / "w")

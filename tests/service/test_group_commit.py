@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -15,7 +14,6 @@ import pytest
 from mnoted.host.runner import RunnerConfig, WorkspaceRunner
 from mnoted.service import Actor, Service
 from mnoted.store import Workspace, faults
-from mnoted.store.reviews import ReviewStore
 from tests.service.test_runner import git, wait_for
 
 PAGES = 6
@@ -111,7 +109,7 @@ def test_queued_writes_land_as_one_group_of_commits(runner: WorkspaceRunner) -> 
 def test_a_group_that_cannot_land_runs_each_call_alone(runner: WorkspaceRunner) -> None:
     root = runner.root
     before = git(root, "rev-parse", "HEAD").strip()
-    # (after the landing's wait, in which the group's review records were made)
+    # (after the landing's wait)
     faults.arm_error("objects-written", errno.EIO, times=1)
     answers = queued_calls(runner, [edit(k, 0) for k in range(PAGES)])
     assert all(a["ok"] for a in answers), answers
@@ -119,45 +117,6 @@ def test_a_group_that_cannot_land_runs_each_call_alone(runner: WorkspaceRunner) 
     assert history == [a["result"]["revision"] for a in answers]
     trailers = git(root, "log", "--format=%(trailers:key=Mnote-Idempotency-Key,valueonly)")
     assert sorted(t for t in trailers.split() if t) == sorted(f"k{k}-0" for k in range(PAGES))
-    # one review record for each write, naming its commit: none left by the group that failed
-    store = ReviewStore(root / ".git" / "mnote" / "state")
-    try:
-        applied = store.list(states=("applied",))
-    finally:
-        store.close()
-    assert sorted(s["applied"]["commit"] for s in applied) == sorted(history)
-
-
-def test_review_records_that_fail_during_the_landing_fail_no_write(
-    runner: WorkspaceRunner, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A group's review records are written while its landing waits for the disk; an error
-    there is not the writes' (they are written again when the group's batch ends)."""
-    root = runner.root
-    before = git(root, "rev-parse", "HEAD").strip()
-    flush = ReviewStore.flush
-    failed: list[int] = []
-
-    def failing_once(store: ReviewStore) -> None:
-        if not failed and store._pending:
-            failed.append(len(store._pending))
-            raise sqlite3.OperationalError("disk I/O error")
-        flush(store)
-
-    monkeypatch.setattr(ReviewStore, "flush", failing_once)
-    answers = queued_calls(runner, [edit(k, 0) for k in range(PAGES)])
-    assert failed == [PAGES]  # all the group's records, during its landing
-    assert all(a["ok"] for a in answers), answers
-    history = git(root, "rev-list", "--reverse", f"{before}..HEAD").split()
-    assert history == [a["result"]["revision"] for a in answers]
-    assert f"{PAGES} commands" in git(root, "reflog", "-1", "--format=%gs")  # still together
-    monkeypatch.undo()
-    store = ReviewStore(root / ".git" / "mnote" / "state")
-    try:
-        applied = store.list(states=("applied",))
-    finally:
-        store.close()
-    assert sorted(s["applied"]["commit"] for s in applied) == sorted(history)
 
 
 def test_a_group_landing_after_an_error_answers_with_its_commits(

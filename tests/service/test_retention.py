@@ -21,6 +21,9 @@ def test_old_answers_finished_sessions_and_contexts_go_open_proposals_stay(h: Ha
     first = h.write("mnote.doc.markdown_edit", idempotencyKey="edit_1", documentId=doc, args=EDIT)
     assert first["ok"], first["error"]
     proposal = propose_save(h, h.agent("hermes"))["result"]
+    refused = propose_save(h, h.agent("hermes"), "Refused.")["result"]
+    rejected = h.write("mnote.review.reject", args={"sessionId": refused["sessionId"]})
+    assert rejected["ok"] and rejected["result"]["state"] == "rejected", rejected
     context = h.call("mnote.page_ai.context", documentId=doc, runId="run_ctx", args={})
     assert context["ok"], context["error"]
     assert forget_old(h.service, h.ws) == 0  # nothing is old yet
@@ -29,7 +32,7 @@ def test_old_answers_finished_sessions_and_contexts_go_open_proposals_stay(h: Ha
 
     month = time.time() + (SESSION_DAYS + 1) * DAY
     h.service.clock = lambda: month
-    assert forget_old(h.service, h.ws) == 3  # the answer, the applied session, the context
+    assert forget_old(h.service, h.ws) == 3  # the answer, the rejected session, the context
     commits = h.git("rev-list", "--count", "HEAD")
     late = h.write("mnote.doc.markdown_edit", idempotencyKey="edit_1", documentId=doc, args=EDIT)
     assert late["ok"] and late["audit"]["replayed"]

@@ -207,27 +207,34 @@ def test_plan_update_full_content_and_block_ops(h: Harness) -> None:
     assert both["error"]["code"] == "mnote_tool_invalid_arguments"
 
 
-def test_yolo_records_a_review_compatible_session_for_every_write(h: Harness) -> None:
+def test_a_direct_write_answers_with_its_preview_and_leaves_no_session(h: Harness) -> None:
+    """Seed 003 §5.5: yolo skips the wait, not the review-compatible data: the answer
+    carries the preview's fields, and the commit's trailers are its record."""
     set_mode(h, "yolo")
     agent = h.agent("hermes")
     resp = propose_save(h, agent)
     assert resp["audit"]["effect"] == "write"
-    sessions = h.call("mnote.review.list", documentId="notes/plan.md")["result"]["sessions"]
-    assert sessions[0]["state"] == "applied" and sessions[0]["toolCallId"] == resp["toolCallId"]
+    result = resp["result"]
+    assert (result["risk"], result["blocked"], result["warnings"]) == ("low", False, [])
+    [block] = result["changedBlocks"]  # (as previewed: on the page's revision before it)
+    assert block["revisionRef"].endswith(f":{block['blockId']}")
+    assert {k: v for k, v in block.items() if k != "revisionRef"} == result["diff"][0]
+    assert h.call("mnote.review.list", args={})["result"]["sessions"] == []
+    body = h.git("log", "-1", "--format=%B")
+    assert f"Mnote-Tool-Call-Id: {resp['toolCallId']}" in body
+    assert "Mnote-Review-Session" not in body
 
 
-def test_a_page_created_is_recorded_with_its_path_and_id(h: Harness) -> None:
-    # (its record had neither, nor had the answer's audit or its event the new page's id)
+def test_a_page_created_is_answered_with_its_path_and_id(h: Harness) -> None:
+    # (neither the answer's audit nor its event had the new page's id)
     events: list[dict] = []
     h.service.events.subscribe(events.append)
     resp = h.write("mnote.page.create", args={"path": "notes/new.md", "content": "Body."})
     assert resp["ok"], resp["error"]
     doc = resp["result"]["documentId"]
     assert resp["audit"]["documentId"] == doc
-    assert [e["documentId"] for e in events if e["type"] == "commit"] == [doc]
-    sessions = h.call("mnote.review.list", documentId="notes/new.md")["result"]["sessions"]
-    assert [(s["state"], s["path"], s["documentId"]) for s in sessions] == [
-        ("applied", "notes/new.md", doc)
+    assert [(e["documentId"], e["path"]) for e in events if e["type"] == "commit"] == [
+        (doc, "notes/new.md")
     ]
 
 
@@ -295,7 +302,7 @@ def test_context_is_frozen_for_its_run(h: Harness) -> None:
 
 
 def test_a_session_caught_mid_apply_is_settled_by_git_at_restart(h: Harness) -> None:
-    from mnoted.service.review import store_of
+    from mnoted.service.review_sessions import store_of
 
     agent = h.agent("hermes")
     landed = propose_save(h, agent, "Landed.")["result"]

@@ -478,3 +478,42 @@ def test_a_missing_field_is_named_with_a_hint_about_that_field(h: Harness) -> No
     no_key = h.call("mnote.doc.markdown_edit", documentId="notes/plan.md", args={})["error"]
     assert set(no_key["details"]["missing"]) == {"idempotencyKey", "dryRun"}
     assert "idempotencyKey" in no_key["hint"]
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "dry", "effect"),
+    [
+        ("mnote.doc.markdown_edit", WRITE_ARGS["mnote.doc.markdown_edit"], False, "write"),
+        ("mnote.page.save", {"content": ["Later."], "mode": "append"}, False, "none"),  # held
+        ("mnote.doc.markdown_edit", WRITE_ARGS["mnote.doc.markdown_edit"], True, "dry_run"),
+    ],
+)
+def test_a_write_works_out_each_fact_once(
+    h: Harness, monkeypatch: pytest.MonkeyPatch, tool: str, args: dict, dry: bool, effect: str
+) -> None:
+    """The write path visits each step once: the block diff (answer, preview, a review
+    session share it), the grant decision per path, the approval rule, the call's header
+    (its audit, its trailers, a session's request)."""
+    from mnoted.service import calls, provenance, visibility
+
+    counts: dict[str, int] = {}
+
+    def counting(name: str, fn):  # type: ignore[no-untyped-def]
+        def wrapped(*a, **k):  # type: ignore[no-untyped-def]
+            counts[name] = counts.get(name, 0) + 1
+            return fn(*a, **k)
+
+        return wrapped
+
+    monkeypatch.setattr(calls, "block_diff", counting("diff", calls.block_diff))
+    monkeypatch.setattr(calls, "held_for_approval", counting("approval", calls.held_for_approval))
+    monkeypatch.setattr(visibility, "may_see", counting("grant", visibility.may_see))
+    monkeypatch.setattr(provenance, "header", counting("header", provenance.header))
+    agent = h.agent("hermes", grants=("notes/**",))
+    resp = h.write(tool, agent, documentId=h.doc("notes/plan.md"), dryRun=dry, args=args)
+    assert resp["ok"], resp["error"]
+    assert resp["audit"]["effect"] == effect
+    assert counts == {"diff": 1, "approval": 1, "grant": 1, "header": 1}, counts
+    if dry:  # the draft a review would hold shows the answer's own preview
+        draft = resp["result"]["reviewSession"]["preview"]
+        assert draft["changedBlocks"] == resp["result"]["changedBlocks"]
