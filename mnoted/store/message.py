@@ -27,6 +27,9 @@ REASON = "Mnote-Reason"
 ON_BEHALF_OF = "Mnote-On-Behalf-Of"
 TARGET_BLOCK_ID = "Mnote-Target-Block-Id"
 ACCEPTED_BY = "Mnote-Accepted-By"
+REAPPLIES = "Mnote-Reapplies"
+"""On a command's second commit: its first, whose change it puts back on a person's save
+that raced the landing (``docs/store.md``, settled files)."""
 
 _TRAILER = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*): ?(.*)$")
 _MAX_SUBJECT_PATHS = 3

@@ -8,11 +8,9 @@ the thread that opened it.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,71 +51,22 @@ class ReviewStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # WAL: safe; sessions are not notes
         self._db.executescript(_SCHEMA)
-        # Sessions put inside a batch, by id: written in one statement when it ends (or
-        # before anything is read), not one each.
-        self._pending: dict[str, tuple[Any, ...]] | None = None
 
     def close(self) -> None:
         self._db.close()
 
-    def flush(self) -> None:
-        """Write the sessions put in the open batch so far (its ``COMMIT`` stays at its end):
-        a group's landing does it while it waits for the disk."""
-        if not self._pending:
-            return
-        self._db.executemany(_PUT, list(self._pending.values()))  # (kept if it fails)
-        self._pending = {}
-
-    @contextlib.contextmanager
-    def batch(self) -> Iterator[ReviewStore]:
-        """Write the sessions put inside in one transaction (a group's records of applied
-        writes: one WAL append instead of one per write).
-
-        The writes they record have landed whatever happens here: a commit that fails is
-        logged and rolled back (as a failing put is logged), never raised to them. If the
-        block raises, its sessions are dropped: a group that did not land puts them again
-        when its calls run one by one.
-        """
-        if self._pending is not None:
-            yield self
-            return
-        self._db.execute("BEGIN")
-        self._pending = {}
-        try:
-            yield self
-        except BaseException:
-            self._pending = None
-            with contextlib.suppress(sqlite3.Error):
-                self._db.execute("ROLLBACK")
-            raise
-        try:
-            self.flush()
-            self._db.execute("COMMIT")
-        except sqlite3.Error:
-            log.exception("review records of a group could not be written")
-            with contextlib.suppress(sqlite3.Error):
-                self._db.execute("ROLLBACK")
-        finally:
-            self._pending = None
-
     def put(self, session: dict[str, Any], now: float) -> None:
         sid = session["sessionId"]
         row = (sid, session.get("documentId"), session["state"], now, now, json.dumps(session))
-        if self._pending is None:
-            self._db.execute(_PUT, row)
-            return
-        earlier = self._pending.get(sid)
-        self._pending[sid] = row if earlier is None else (*row[:3], earlier[3], *row[4:])
+        self._db.execute(_PUT, row)
 
     def get(self, session_id: str) -> dict[str, Any] | None:
-        self.flush()
         row = self._db.execute("SELECT body FROM sessions WHERE id = ?", (session_id,)).fetchone()
         return None if row is None else dict(json.loads(row[0]))
 
     def list(
         self, *, document_id: str | None = None, states: tuple[str, ...] = (), limit: int = 100
     ) -> list[dict[str, Any]]:
-        self.flush()
         query = "SELECT body FROM sessions"
         where: list[str] = []
         params: list[Any] = []
@@ -136,7 +85,6 @@ class ReviewStore:
     def forget(self, states: tuple[str, ...], before: float, contexts_before: float) -> int:
         """Delete sessions in ``states`` last updated before ``before``, and contexts frozen
         before ``contexts_before``; how many rows went."""
-        self.flush()
         marks = ", ".join("?" for _ in states)
         gone = self._db.execute(
             f"DELETE FROM sessions WHERE state IN ({marks}) AND updated < ?", (*states, before)

@@ -969,6 +969,8 @@ class Workspace:
             commit.author.raw_email.decode("utf-8", "replace"),
         )
         meta = message.meta_of(commit.raw_message.decode("utf-8", "replace"), author)
+        # (the trailers say which commit of the command this one carries on)
+        meta = replace(meta, extra=(*meta.extra, (message.REAPPLIES, origin)))
         pending = {step.path: step for step in raced}
         result: CommitResult | None = None
         for _ in range(_CAS_ATTEMPTS):
@@ -1084,11 +1086,12 @@ class Workspace:
         self._group = None
         if not group.staged:
             self._side.commit()
-            _run_all(group.preparing)
             _run_all(group.callbacks)
             return
         try:
-            landed = self.landing.land(group.staged, lambda: self._while_landing(group))
+            # (the sidecar's rows written while the landing waits for the disk: rolled back
+            # with its transaction if the landing fails)
+            landed = self.landing.land(group.staged, self._side.write_kept)
             if landed is None:
                 raise Conflict(
                     "the branch moved while a group of commands was landing",
@@ -1113,24 +1116,6 @@ class Workspace:
             last = {step.path: item.result.commit for item in group.staged for step in item.steps}
             self._reapply_landed(raced, last)
         _run_all(group.callbacks)
-
-    def _while_landing(self, group: _Group) -> None:
-        """A group's bookkeeping, done while its landing waits for the disk (the writer had
-        nothing else to do then: every caller waits for that landing): the sidecar's rows
-        written into its open transaction, and the :meth:`with_landing` callbacks run. If
-        the landing fails, the transaction is rolled back and the callers drop what the
-        callbacks kept."""
-        self._side.write_kept()
-        _run_all(group.preparing)
-
-    def with_landing(self, callback: Callable[[], object]) -> None:
-        """Run ``callback`` with the landing of what was applied so far: inside a group,
-        while the landing waits for the disk, before it is known to succeed (the callback
-        may only keep what its caller drops when the group fails); outside one, now."""
-        if self._group is None:
-            callback()
-        else:
-            self._group.preparing.append(callback)
 
     def after_landing(self, callback: Callable[[], object]) -> None:
         """Run ``callback`` once what was applied so far is durable (now, outside a group)."""
@@ -1280,7 +1265,6 @@ class _Group:
     staged: list[Staged] = field(default_factory=list)
     written: set[str] = field(default_factory=set)  # paths the group will write
     callbacks: list[Callable[[], object]] = field(default_factory=list)  # once landed
-    preparing: list[Callable[[], object]] = field(default_factory=list)  # while landing
     checked: bool = False  # no merge, rebase or bisect was in progress when it began
     checked_paths: set[str] = field(default_factory=set)  # checked against the disk
 

@@ -9,8 +9,8 @@ as the store's indexer fills it (ids kept across moves, pinned by frontmatter, e
 the commit and path), and the same path checks (``planning.validate``, ``check_base``).
 
 What it does not model: Git's filters, ignore files, settling, renames found by content
-(an external move is a delete and a new document), groups (``with_landing`` and
-``after_landing`` run their callback at once), a Git operation under way, and the search
+(an external move is a delete and a new document), groups (``after_landing`` runs its
+callback at once), a Git operation under way, and the search
 index (``store.search_index`` reads the Git repository itself).
 """
 
@@ -302,9 +302,6 @@ class MemoryWorkspace:
             found = [p.relative_to(self.root).as_posix() for p in target.rglob("*") if p.is_file()]
             out += found + [p for p in self._files() if p.startswith(rel + "/")]
         return sorted(set(out))
-
-    def with_landing(self, callback: Callable[[], object]) -> None:
-        callback()
 
     def after_landing(self, callback: Callable[[], object]) -> None:
         callback()
