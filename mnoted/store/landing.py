@@ -1,4 +1,4 @@
-"""The landing: staged commits made durable and put on the branch and in the work tree.
+"""The landing: pending commits made durable and put on the branch and in the work tree.
 
 Objects first (one pack for all, ``store.packs``), then the journal naming the files to
 write, then the compare-and-swap of the branch, then the files (``store.worktree``) and the
@@ -40,7 +40,7 @@ class Unsettled(Exception):
 
 
 @dataclass(frozen=True)
-class Staged:
+class PendingCommit:
     """A commit whose objects are written but which is not yet durable nor on the branch."""
 
     result: CommitResult
@@ -52,7 +52,7 @@ class Staged:
 
 
 class Landing:
-    """Lands staged commits for one workspace (its writer thread's), and owns the journal,
+    """Lands pending commits for one workspace (its writer thread's), and owns the journal,
     the last landing still settling, and whether an interrupted landing must be completed
     before the next write (:attr:`needs_recovery`)."""
 
@@ -89,9 +89,9 @@ class Landing:
         self.pack_dir = self.gitdir / "objects" / "pack"
 
     def land(
-        self, staged: list[Staged], meanwhile: Callable[[], object] | None = None
+        self, pending: list[PendingCommit], meanwhile: Callable[[], object] | None = None
     ) -> tuple[Entry, FileWrites | None] | None:
-        """Make staged commits durable and move the branch to the last; None if it moved.
+        """Make pending commits durable and move the branch to the last; None if it moved.
 
         Objects first (one pack for all, :mod:`~mnoted.store.packs`), then the journal naming
         the files to write, then the compare-and-swap of the branch from the first commit's
@@ -112,7 +112,7 @@ class Landing:
             if wrote_pack
             else None
         )
-        parent, last = staged[0].result.parent, staged[-1]
+        parent, last = pending[0].result.parent, pending[-1]
         # libgit2 finds them in the new pack (it rescans on a miss); the head stays at hand
         self._upkeep.staging.clear(keep=pygit2.Oid(hex=last.result.commit))
         entry = Entry(
@@ -120,7 +120,7 @@ class Landing:
             self._heads.branch,
             parent,
             last.result.commit,
-            merged_steps(staged),
+            merged_steps(pending),
         )
         try:
             held = refs.lock_branch(
@@ -142,7 +142,7 @@ class Landing:
         def during() -> None:
             nonlocal prepared
             prepared = self._git_index.prepare(
-                last.result.commit, [p for s in staged for p in s.paths]
+                last.result.commit, [p for s in pending for p in s.paths]
             )
             if meanwhile is not None:
                 meanwhile()
@@ -191,7 +191,7 @@ class Landing:
                     parent,
                     last.result.commit,
                     ident=f"{COMMITTER.name} <{COMMITTER.email}>",
-                    message=last.message if len(staged) == 1 else f"{len(staged)} commands",
+                    message=last.message if len(pending) == 1 else f"{len(pending)} commands",
                     # The branch's new name is synced with the files' folders, in one wait
                     # (`FileWrites.finish`): the journal, durable by now, completes either.
                     sync=writes is None,
@@ -286,10 +286,10 @@ class Landing:
         durable.sync_paths(sorted(f for f in folders if f.is_dir()))
 
 
-def merged_steps(staged: list[Staged]) -> tuple[FileStep, ...]:
+def merged_steps(pending: list[PendingCommit]) -> tuple[FileStep, ...]:
     """One step per path for a run of commits: the first ``old``, the last ``new``."""
     steps: dict[str, FileStep] = {}
-    for item in staged:
+    for item in pending:
         for step in item.steps:
             first = steps.get(step.path)
             steps[step.path] = step if first is None else replace(step, old=first.old)

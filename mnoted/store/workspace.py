@@ -10,7 +10,7 @@ workspace at a time (an ``flock`` on ``.git/mnote/daemon.lock``).
 A command goes: commit pending external edits of its paths → write blobs, trees (only along
 the changed paths) and the commit object, kept in memory → land them as one pack → journal →
 compare-and-swap the branch → write the files atomically → record it in the sidecar → drop
-the journal. Inside :meth:`Workspace.group` commands are staged one on another and land
+the journal. Inside :meth:`Workspace.group` commands are built one on another and land
 together (one pack of their objects, one journal entry, one compare-and-swap, their files
 synced together). The Git
 index is refreshed for those paths when the daemon is idle (:meth:`Workspace.idle`).
@@ -37,7 +37,6 @@ from types import TracebackType
 
 import pygit2
 
-from mnoted.core.blob import blob_id
 from mnoted.errors import (
     Conflict,
     InternalError,
@@ -55,7 +54,6 @@ from mnoted.store import (
     packs,
     reapply,
     refs,
-    treediff,
     trees,
 )
 from mnoted.store.atomic import fsync_dir, remove_temp_files
@@ -67,6 +65,7 @@ from mnoted.store.bootstrap import (
     take_process_lock,
     unfinished_operation,
 )
+from mnoted.store.commits import CommitBuilder
 from mnoted.store.config import (
     CONFIG_PATH,
     WorkspaceConfig,
@@ -77,7 +76,7 @@ from mnoted.store.filters import Clean, Filters
 from mnoted.store.heads import Heads
 from mnoted.store.indexkeeper import IndexKeeper
 from mnoted.store.journal import Entry, FileStep, Journal
-from mnoted.store.landing import COMMITTER, Landing, Staged
+from mnoted.store.landing import COMMITTER, Landing, PendingCommit
 from mnoted.store.maintenance import PackReport
 from mnoted.store.model import (
     Change,
@@ -155,11 +154,10 @@ class Workspace:
         )
         self._closed = False
         self._group: _Group | None = None
-        self._kept_tree: tuple[str, pygit2.Tree] | None = None  # `_head_tree`
         self.on_write: Callable[[str, str | None], object] | None = None
         """Told each path and blob id (None: removed) just before the store writes it, so a
         watcher can recognise the store's own writes (``sync.OwnWrites``)."""
-        # Bytes of the blobs staged and not yet landed: read back without inflating them.
+        # Bytes of the blobs built and not yet landed: read back without inflating them.
         self._fresh: dict[str, bytes] = {}
         # Blob ids of work-tree files hashed since they last changed (checks and scans
         # skip re-reading them).
@@ -175,7 +173,7 @@ class Workspace:
             self._filters,
             self._fresh,
             self._check_thread,
-            lambda: self._group is not None and bool(self._group.staged),
+            lambda: self._group is not None and bool(self._group.pending),
         )
         self.external = External(
             root,
@@ -186,7 +184,7 @@ class Workspace:
             self._filters,
             self._writers,
             config=lambda: self.config,
-            head_tree=self._head_tree,
+            head_tree=lambda: self.commits.head_tree(),
             flush_index=self.flush_index,
             check=self._check_thread,
         )
@@ -196,7 +194,7 @@ class Workspace:
             side,
             self.external,
             self._stats,
-            head_tree=self._head_tree,
+            head_tree=lambda: self.commits.head_tree(),
             check=self._check_thread,
             lock_wait=lock_wait,
         )
@@ -206,8 +204,9 @@ class Workspace:
             self._pack_dir.mkdir()
             fsync_dir(self._pack_dir.parent)
         self.pack_upkeep = Upkeep(self.gitdir, repo)  # (its staging: objects not landed)
-        self._writer = packs.object_writer(self._staging, repo)  # new trees and commits
-        self._builders = trees.Builders()  # the writer's, by the tree each holds
+        self.commits = CommitBuilder(
+            repo, side, self.heads, self.pack_upkeep, self._filters, self.authors, self._fresh
+        )
         self.pack_upkeep.reopen_objects(retired=False)  # (opening drops them: `_recover`)
         self.landing = Landing(
             root,
@@ -313,8 +312,7 @@ class Workspace:
             self._closed = True
             self.landing.journal.close()
             self._side.close()
-            self._kept_tree = None  # (before the repository it belongs to is freed)
-            self._writer.free()
+            self.commits.close()
             self._repo.free()
             packs.drop_retired(self._pack_dir)  # no repository of ours has them open now
             os.close(self._lock_fd)
@@ -567,7 +565,7 @@ class Workspace:
         inside another repository, or a read-only file replaced, deleted or moved."""
         refuse_filtered(self._filters, changes)
         refuse_read_only(self.root, changes)
-        refuse_left_out(self._repo, self.root, self.config, self._head_tree(), changes)
+        refuse_left_out(self._repo, self.root, self.config, self.commits.head_tree(), changes)
 
     def _apply(
         self, meta: CommandMeta, changes: Sequence[Change], touched: list[str]
@@ -581,7 +579,7 @@ class Workspace:
             external = self.commit_external(unchecked, include_ignored=True)
             self._refuse_unsettled()
         for _ in range(_CAS_ATTEMPTS):
-            targets = plan(self._repo, self._head_tree(), changes)
+            targets = plan(self._repo, self.commits.head_tree(), changes)
             result = self._commit(meta, targets, [subject_path(c) for c in changes])
             if result is not None:
                 if external is not None:
@@ -649,7 +647,7 @@ class Workspace:
         if group is not None:
             # A command's own check before it writes need not look at these again: an
             # edit made since is caught when the group writes the file (it is diverged).
-            tree = self._head_tree()
+            tree = self.commits.head_tree()
             group.checked_paths.update(
                 p for p in paths if include_ignored or trees.entry_at(tree, p) is not None
             )
@@ -729,9 +727,6 @@ class Workspace:
     def user_identity(self) -> Identity | None:
         return self.authors.user_identity()
 
-    def _author(self, meta: CommandMeta) -> pygit2.Signature:
-        return self.authors.signature(meta)
-
     # internals ----------------------------------------------------------------------------
     def _check_thread(self) -> None:
         if self._closed:
@@ -766,22 +761,6 @@ class Workspace:
                 raise
         self.refresh()
 
-    def _head_tree(self) -> pygit2.Tree | None:
-        """HEAD's tree (maybe a pending commit's), kept for the next call: a command asks
-        for it four times, each a lookup of the commit and of its tree. A pending commit is
-        looked up where it was written: the repository would first search every pack."""
-        head = self._head
-        if head is None:
-            return None
-        kept = self._kept_tree
-        if kept is not None and kept[0] == head:
-            return kept[1]
-        commit = (self._writer if pygit2.Oid(hex=head) in self._staging else self._repo)[head]
-        assert isinstance(commit, pygit2.Commit)
-        tree = commit.tree
-        self._kept_tree = (head, tree)
-        return tree
-
     def _commit(
         self,
         meta: CommandMeta,
@@ -792,105 +771,26 @@ class Workspace:
     ) -> CommitResult | None:
         """Make one commit of ``targets`` on HEAD; None if HEAD moved under us (retry).
 
-        Inside :meth:`group` the commit is only staged: it lands with the group.
+        Inside :meth:`group` the commit is only built: it lands with the group.
         """
-        staged = self._stage(meta, targets, subject_paths, on_disk)
+        pending = self.commits.build(meta, targets, subject_paths, on_disk)
         group = self._group
         if group is not None:
-            self._record(staged)
-            group.add(staged)
-            self._head = staged.result.commit
-            return staged.result
-        landed = self.landing.land([staged])
+            self.commits.record(pending)
+            group.add(pending)
+            self._head = pending.result.commit
+            return pending.result
+        landed = self.landing.land([pending])
         if landed is None:
             self._fresh.clear()
             self.refresh()
             return None
-        raced = self._finish(*landed, lambda: self._record(staged))
+        raced = self._finish(*landed, lambda: self.commits.record(pending))
         if raced:
-            again = self._reapply(raced, staged.result.commit)
+            again = self._reapply(raced, pending.result.commit)
             if again is not None:
-                return replace(again, planned=staged.result.commit)
-        return staged.result
-
-    def _record(self, staged: Staged) -> None:
-        """Record a commit the store made in the sidecar: from what it staged when the
-        sidecar is at the commit's parent (the common case), else by replaying it."""
-        commit = staged.result.commit
-        if staged.deltas is not None and indexer.record_own(
-            self._repo,
-            self._side,
-            commit,
-            staged.result.parent,
-            self._branch,
-            staged.deltas,
-            staged.message,
-            staged.time,
-            self._fresh,
-        ):
-            return
-        indexer.advance(
-            self._repo, self._side, commit, self._branch, self._fresh, {commit: staged.paths}
-        )
-
-    def _stage(
-        self, meta: CommandMeta, targets: list[Target], subject_paths: list[str], on_disk: bool
-    ) -> Staged:
-        """Write the objects of one commit on the current (maybe pending) head; not durable."""
-        parent = self._head
-        base = self._head_tree()
-        entries: dict[str, trees.Entry] = {}
-        steps: list[FileStep] = []
-        files: list[tuple[str, tuple[str, int] | None, tuple[str, int] | None]] | None = []
-        for t in targets:
-            found = trees.object_at(base, t.path)
-            old = None
-            if found is not None and found.type == pygit2.GIT_OBJECT_BLOB:
-                old = (str(found.id), found.filemode)
-            elif found is not None:
-                files = None  # a folder or a submodule there: the sidecar diffs the trees
-            if t.data is None:
-                entries[t.path] = None
-                new = None
-            else:
-                # What `git add` would store: the disk's bytes were cleaned already; a
-                # command's are cleaned here (an agent's CRLF under `text`), and a checkout's
-                # bytes are what goes to disk (`worktree.FileWrites`).
-                data = t.data if on_disk else self._filters.stored(t.path, t.data)
-                blob = self._write_blob(data)
-                self._fresh[str(blob)] = data
-                entries[t.path] = (blob, t.mode)
-                new = (str(blob), t.mode)
-            steps.append(FileStep(t.path, old[0] if old else None, new[0] if new else None, t.mode))
-            if files is not None:
-                files.append((t.path, old, new))
-        tree_id = trees.build(
-            self._writer, base.id if base is not None else None, entries, self._builders
-        )
-        author = self._author(meta)
-        committer = pygit2.Signature(COMMITTER.name, COMMITTER.email)
-        text = message.format_message(meta, subject_paths)
-        parents = [pygit2.Oid(hex=parent)] if parent else []
-        commit_id = self._writer.create_commit(None, author, committer, text, tree_id, parents)
-        result = CommitResult(
-            str(commit_id), meta.command_id, parent, tuple(t.path for t in targets)
-        )
-        deltas = treediff.own_deltas(files) if files is not None else None
-        return Staged(
-            result,
-            text,
-            () if on_disk else tuple(steps),
-            tuple(entries),
-            None if deltas is None else tuple(deltas),
-            committer.time,
-        )
-
-    def _write_blob(self, data: bytes) -> pygit2.Oid:
-        """Stage a blob, hashed by OpenSSL's SHA-1 (cheaper than libgit2's collision-detecting
-        one), even if a pack has it (``packs.WriteThrough``)."""
-        oid = pygit2.Oid(hex=blob_id(data))
-        self._staging.add(oid, pygit2.GIT_OBJECT_BLOB, data)
-        return oid
+                return replace(again, planned=pending.result.commit)
+        return pending.result
 
     def _finish(
         self, entry: Entry, writes: FileWrites | None, record: Callable[[], object]
@@ -987,7 +887,7 @@ class Workspace:
                     path=busy[0],
                     commit=origin,
                 )
-            tree = self._head_tree()
+            tree = self.commits.head_tree()
             targets: list[Target] = []
             for path, step in pending.items():
                 found = trees.object_at(tree, path)
@@ -1015,14 +915,14 @@ class Workspace:
                 targets.append(Target(path, data, step.mode))
             if not targets:
                 return result
-            staged = self._stage(meta, targets, [t.path for t in targets], False)
-            landed = self.landing.land([staged])
+            pending = self.commits.build(meta, targets, [t.path for t in targets], False)
+            landed = self.landing.land([pending])
             if landed is None:  # saved once more meanwhile: merged again on that save
                 self._fresh.clear()
                 self.refresh()
                 continue
-            again = self._finish(*landed, partial(self._record, staged))
-            result = staged.result
+            again = self._finish(*landed, partial(self.commits.record, pending))
+            result = pending.result
             if not again:
                 return result
             pending = {step.path: step for step in again}
@@ -1062,7 +962,7 @@ class Workspace:
     def group(self) -> Iterator[None]:
         """Land the commands applied inside together: each its own commit, one durability wait.
 
-        Inside, each command is staged on the one before (reads see the pending commits,
+        Inside, each command is built on the one before (reads see the pending commits,
         and HEAD is read once, when the group begins) and nothing is durable or on the
         branch yet; at the end the objects of all of them are synced at once, one journal
         entry and one compare-and-swap move the branch to the last commit, and the files
@@ -1084,14 +984,14 @@ class Workspace:
             self._abandon(group)
             raise
         self._group = None
-        if not group.staged:
+        if not group.pending:
             self._side.commit()
             _run_all(group.callbacks)
             return
         try:
             # (the sidecar's rows written while the landing waits for the disk: rolled back
             # with its transaction if the landing fails)
-            landed = self.landing.land(group.staged, self._side.write_kept)
+            landed = self.landing.land(group.pending, self._side.write_kept)
             if landed is None:
                 raise Conflict(
                     "the branch moved while a group of commands was landing",
@@ -1103,7 +1003,7 @@ class Workspace:
                 raise
             self._needs_recovery = True
             raise StorageError(
-                f"a group of {len(group.staged)} commands could not be written: "
+                f"a group of {len(group.pending)} commands could not be written: "
                 f"{exc.strerror or exc}",
                 errno=exc.errno,
             ) from exc
@@ -1113,7 +1013,7 @@ class Workspace:
             self._side.rollback()
             raise
         if raced:
-            last = {step.path: item.result.commit for item in group.staged for step in item.steps}
+            last = {step.path: item.result.commit for item in group.pending for step in item.steps}
             self._reapply_landed(raced, last)
         _run_all(group.callbacks)
 
@@ -1202,7 +1102,7 @@ class Workspace:
         self.refresh()
         target = self._repo[commit]
         assert isinstance(target, pygit2.Commit)
-        old_tree = self._head_tree()
+        old_tree = self.commits.head_tree()
         steps: list[FileStep] = []
         diff = (
             old_tree.diff_to_tree(target.tree)
@@ -1229,7 +1129,7 @@ class Workspace:
             return None
         if self._head != expect:
             return None
-        staged = Staged(
+        pending = PendingCommit(
             CommitResult(commit, command_id, expect, paths),
             target.message,
             tuple(steps),
@@ -1237,7 +1137,7 @@ class Workspace:
             None,
             target.commit_time,
         )
-        landed = self.landing.land([staged])
+        landed = self.landing.land([pending])
         if landed is None:
             self._fresh.clear()
             self.refresh()
@@ -1254,23 +1154,23 @@ class Workspace:
         raced = self._finish(*landed, record)
         if raced:
             self._reapply_landed(raced, {step.path: commit for step in raced})
-        return staged.result
+        return pending.result
 
 
 @dataclass
 class _Group:
-    """The commands of one :meth:`Workspace.group`, staged one on another."""
+    """The commands of one :meth:`Workspace.group`, built one on another."""
 
     base: str | None  # the branch's commit when the group began
-    staged: list[Staged] = field(default_factory=list)
+    pending: list[PendingCommit] = field(default_factory=list)
     written: set[str] = field(default_factory=set)  # paths the group will write
     callbacks: list[Callable[[], object]] = field(default_factory=list)  # once landed
     checked: bool = False  # no merge, rebase or bisect was in progress when it began
     checked_paths: set[str] = field(default_factory=set)  # checked against the disk
 
-    def add(self, staged: Staged) -> None:
-        self.staged.append(staged)
-        self.written.update(step.path for step in staged.steps)
+    def add(self, pending: PendingCommit) -> None:
+        self.pending.append(pending)
+        self.written.update(step.path for step in pending.steps)
 
 
 def _run_all(callbacks: list[Callable[[], object]]) -> None:
