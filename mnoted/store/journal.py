@@ -16,6 +16,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import pygit2
+
 from mnoted.store.atomic import fsync_dir
 
 JOURNAL_NAME = "command.journal"
@@ -132,3 +134,27 @@ class Journal:
 
     def close(self) -> None:
         os.close(self._fd)
+
+
+def file_steps(old: pygit2.Tree | None, new: pygit2.Tree) -> list[FileStep]:
+    """The files to write to go from tree ``old`` to ``new``: a rename as the removal of its
+    old path and the write of its new one; submodules left out (their commits are their own
+    repository's business)."""
+    steps: list[FileStep] = []
+    diff = old.diff_to_tree(new) if old is not None else new.diff_to_tree(swap=True)
+    for delta in diff.deltas:
+        old_f, new_f = delta.old_file, delta.new_file
+        if pygit2.GIT_FILEMODE_COMMIT in (old_f.mode, new_f.mode):
+            continue
+        if old_f.path != new_f.path:
+            steps.append(FileStep(old_f.path, str(old_f.id), None, old_f.mode))
+        gone = delta.status == pygit2.GIT_DELTA_DELETED
+        steps.append(
+            FileStep(
+                new_f.path,
+                None if delta.status == pygit2.GIT_DELTA_ADDED else str(old_f.id),
+                None if gone else str(new_f.id),
+                old_f.mode if gone else new_f.mode,
+            )
+        )
+    return steps

@@ -19,15 +19,17 @@ import pygit2
 
 from mnoted.errors import StorageError
 from mnoted.store import durable, faults, indexer, packs, refs, treediff
+from mnoted.store.atomic import remove_temp_files
 from mnoted.store.filters import Filters
 from mnoted.store.heads import Heads
 from mnoted.store.indexkeeper import IndexKeeper, IndexWrite
 from mnoted.store.journal import Entry, FileStep, Journal
 from mnoted.store.model import CommitResult, Identity
 from mnoted.store.settle import Settling
+from mnoted.store.sidecar import Sidecar
 from mnoted.store.statcache import StatCache
 from mnoted.store.upkeep import Upkeep
-from mnoted.store.worktree import FileWrites
+from mnoted.store.worktree import FileWrites, materialize
 
 log = logging.getLogger("mnoted.store")
 
@@ -249,6 +251,52 @@ class Landing:
             except BaseException as exc:
                 error = exc
         syncing.wait(error)
+
+    def recover(self, side: Sidecar) -> list[str]:
+        """Complete or drop the command the journal names, that a crash interrupted
+        (``docs/store.md``), and bring the sidecar up to HEAD; the paths of files edited
+        since, left as they are (the caller commits them as external edits)."""
+        settling, self.settling = self.settling, None
+        if settling is not None:  # (its entry is the journal's, completed here)
+            settling[0].close()
+        packs.recover(self.pack_dir)
+        entry = self.journal.read()
+        self.needs_recovery = False
+        if entry is None:
+            self.journal.clear()
+            return []
+        branch = refs.current_branch(self.gitdir)
+        head = refs.read_ref(self.gitdir, branch)
+        landed = False
+        if entry.branch == branch and self._repo.odb.exists(entry.commit):
+            if head == entry.commit:
+                landed = True
+            elif head == entry.parent:
+                try:
+                    refs.update_branch(
+                        self.gitdir,
+                        branch,
+                        entry.parent,
+                        entry.commit,
+                        ident=f"{COMMITTER.name} <{COMMITTER.email}>",
+                        message=f"recover {entry.command_id}",
+                        wait=self._lock_wait,
+                    )
+                    landed = True
+                except refs.HeadMoved:
+                    landed = False
+        self._heads.branch = branch
+        self._heads.head = refs.read_ref(self.gitdir, branch)
+        diverged = (
+            materialize(self._repo, self.root, entry, filters=self._filters) if landed else []
+        )
+        for step in entry.files:
+            remove_temp_files(self.root.joinpath(*step.path.split("/")).parent)
+        if landed:  # the new names of files put in place before the crash, and the branch's
+            self.sync_folders(entry)
+        indexer.advance(self._repo, side, self._heads.head, self._heads.branch)
+        self.journal.clear()
+        return diverged
 
     def settle(self) -> None:
         """Finish the last landing: once its files' folders are durable, drop its journal

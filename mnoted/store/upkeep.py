@@ -25,6 +25,9 @@ _STAGING_PRIORITY = 2
 """libgit2's pack backend has priority 2 and its loose backend 1; backends of equal priority
 keep the order they were added in, so reads try the packs first, then the staged objects
 (Python), then loose files, and writes go to the first backend that writes: the staging."""
+PACKS_PER_LEVEL = 16
+"""The store's own packs are merged by sixteen: sixteen landings' packs into one, sixteen of
+those into one, ... so a daemon that never idles keeps a few dozen packs, not thousands."""
 log = logging.getLogger("mnoted.store")
 
 

@@ -7,19 +7,17 @@ daemon's writer thread), and a call from another thread raises :class:`InternalE
 may :meth:`Workspace.still_as_read`, which only stats files. Only one process serves a
 workspace at a time (an ``flock`` on ``.git/mnote/daemon.lock``).
 
-A command goes: commit pending external edits of its paths → write blobs, trees (only along
-the changed paths) and the commit object, kept in memory → land them as one pack → journal →
-compare-and-swap the branch → write the files atomically → record it in the sidecar → drop
-the journal. Inside :meth:`Workspace.group` commands are built one on another and land
-together (one pack of their objects, one journal entry, one compare-and-swap, their files
-synced together). The Git
-index is refreshed for those paths when the daemon is idle (:meth:`Workspace.idle`).
+A command goes: commit pending external edits of its paths → build its commit in memory →
+land it (one pack, journal, compare-and-swap of the branch, the Git index) → put its files
+in place → record it in the sidecar (:class:`~mnoted.store.writer.Writer`).
 
 The workspace composes collaborators that own their state and never import this module:
-:class:`~mnoted.store.heads.Heads` (the branch and its commit), :class:`~mnoted.store.reads.Reads`,
-:class:`~mnoted.store.external.External` (edits made outside mnoted) and
-:class:`~mnoted.store.upkeep.Upkeep` (packs); it keeps the landing, groups, recovery and the
-Git index's refresh (``docs/store.md``, *Inside a workspace*).
+:class:`~mnoted.store.heads.Heads` (the branch and its commit),
+:class:`~mnoted.store.reads.Reads`, :class:`~mnoted.store.external.External` (edits made
+outside mnoted), :class:`~mnoted.store.indexkeeper.IndexKeeper` (the Git index),
+:class:`~mnoted.store.commits.CommitBuilder`, :class:`~mnoted.store.landing.Landing`,
+:class:`~mnoted.store.upkeep.Upkeep` (packs) and :class:`~mnoted.store.writer.Writer`; it
+opens and closes them (``docs/store.md``, *Inside a workspace*).
 """
 
 from __future__ import annotations
@@ -28,42 +26,30 @@ import contextlib
 import logging
 import os
 import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
-from functools import partial
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 
 import pygit2
 
 from mnoted.errors import (
-    Conflict,
     InternalError,
-    InvalidArguments,
     LockBusy,
     MnoteError,
-    StorageError,
     WorkspaceInvalid,
 )
 from mnoted.store import (
-    faults,
     gitlock,
     indexer,
-    message,
     packs,
-    reapply,
-    refs,
-    trees,
+    upkeep,
 )
-from mnoted.store.atomic import fsync_dir, remove_temp_files
+from mnoted.store.atomic import fsync_dir
 from mnoted.store.authors import Authors
 from mnoted.store.bootstrap import (
-    EXTERNAL_ACTOR,
     adopt,
     check_repository,
     take_process_lock,
-    unfinished_operation,
 )
 from mnoted.store.commits import CommitBuilder
 from mnoted.store.config import (
@@ -71,12 +57,12 @@ from mnoted.store.config import (
     WorkspaceConfig,
 )
 from mnoted.store.external import External
-from mnoted.store.facades import Idempotency, KeyValue
+from mnoted.store.facades import KeyValue
 from mnoted.store.filters import Clean, Filters
 from mnoted.store.heads import Heads
 from mnoted.store.indexkeeper import IndexKeeper
-from mnoted.store.journal import Entry, FileStep, Journal
-from mnoted.store.landing import COMMITTER, Landing, PendingCommit
+from mnoted.store.journal import Journal
+from mnoted.store.landing import COMMITTER, Landing
 from mnoted.store.maintenance import PackReport
 from mnoted.store.model import (
     Change,
@@ -85,17 +71,7 @@ from mnoted.store.model import (
     CommitResult,
     DocRef,
     HistoryEntry,
-    IdempotencyRecord,
     Identity,
-)
-from mnoted.store.planning import (
-    Target,
-    plan,
-    refuse_filtered,
-    refuse_left_out,
-    refuse_read_only,
-    subject_path,
-    validate,
 )
 from mnoted.store.reads import Reads
 from mnoted.store.settle import Settling
@@ -103,23 +79,16 @@ from mnoted.store.sidecar import Sidecar
 from mnoted.store.statcache import Key, StatCache
 from mnoted.store.statedir import PRIVATE_DIR, STATE_DIR, state_dir
 from mnoted.store.upkeep import Upkeep
-from mnoted.store.worktree import FileWrites, materialize
+from mnoted.store.writer import SETTLE_WAIT, Writer
 
 SIDECAR_NAME = "state.sqlite3"
 PROCESS_LOCK = "daemon.lock"
-_CAS_ATTEMPTS = 5
-SETTLE_WAIT = 0.5
-"""How long a check of the disk waits for a file being written by someone else to settle
-(``store.settle``) before it leaves the file as it is: not committed, not written over."""
 TREE_CACHE_LIMIT = 16 << 20
 OBJECT_CACHE_BYTES = 16 << 20
 """What libgit2's object cache may hold in all, counted in object bytes (its default, 256 MB,
 is reached by a daemon that writes: every write makes new trees, each cached when read, and
 a cached tree takes about three times its size in memory). HEAD's trees of a large
 workspace fit in it."""
-PACKS_PER_LEVEL = 16
-"""The store's own packs are merged by sixteen: sixteen landings' packs into one, sixteen of
-those into one, ... so a daemon that never idles keeps a few dozen packs, not thousands."""
 log = logging.getLogger("mnoted.store")
 
 
@@ -140,23 +109,15 @@ class Workspace:
         self.gitdir = root / ".git"
         self.state_dir = root / STATE_DIR  # made by `open` (statedir.state_dir)
         self.config = config
-        self.idempotency = Idempotency(side, self._settled)
         self.sidecar = KeyValue(side, self._check_thread)
-        self.last_write = time.monotonic()
         self._repo = repo
         self._side = side
         self._lock_fd = lock_fd
         self._lock_wait = lock_wait
         self._owner = threading.get_ident()
         self.authors = Authors(repo, external_identity)
-        self.heads = Heads(
-            self.gitdir, repo, side, COMMITTER.email, lambda: self._group is not None
-        )
+        self.heads = Heads(self.gitdir, repo, side, COMMITTER.email, lambda: self.writer.in_group)
         self._closed = False
-        self._group: _Group | None = None
-        self.on_write: Callable[[str, str | None], object] | None = None
-        """Told each path and blob id (None: removed) just before the store writes it, so a
-        watcher can recognise the store's own writes (``sync.OwnWrites``)."""
         # Bytes of the blobs built and not yet landed: read back without inflating them.
         self._fresh: dict[str, bytes] = {}
         # Blob ids of work-tree files hashed since they last changed (checks and scans
@@ -173,7 +134,7 @@ class Workspace:
             self._filters,
             self._fresh,
             self._check_thread,
-            lambda: self._group is not None and bool(self._group.pending),
+            lambda: self.writer.group_pending,
         )
         self.external = External(
             root,
@@ -221,6 +182,26 @@ class Workspace:
             self._fresh,
             lock_wait=lock_wait,
         )
+        self.writer = Writer(
+            root,
+            repo,
+            side,
+            self.heads,
+            self.reads,
+            self.external,
+            self.commits,
+            self.landing,
+            self.pack_upkeep,
+            self.git_index,
+            self._filters,
+            self._stats,
+            self._writers,
+            self._fresh,
+            config=lambda: self.config,
+            check=self._check_thread,
+            lock_wait=lock_wait,
+        )
+        self.idempotency = self.writer.idempotency
 
     # opening ------------------------------------------------------------------------------
     @classmethod
@@ -284,7 +265,7 @@ class Workspace:
             os.close(lock_fd)
             raise
         try:
-            ws._recover()
+            ws.writer.recover()
             ws.refresh()
             ws.flush_index()
         except BaseException:
@@ -360,49 +341,10 @@ class Workspace:
     def branch(self) -> str:
         return self.heads.branch
 
-    @property
-    def _head(self) -> str | None:
-        return self.heads.head
-
-    @_head.setter
-    def _head(self, head: str | None) -> None:
-        self.heads.head = head
-
-    @property
-    def _branch(self) -> str:
-        return self.heads.branch
-
-    @_branch.setter
-    def _branch(self, branch: str) -> None:
-        self.heads.branch = branch
-
-    @property
-    def _needs_recovery(self) -> bool:
-        """An interrupted landing must be completed before the next write (the landing's)."""
-        return self.landing.needs_recovery
-
-    @_needs_recovery.setter
-    def _needs_recovery(self, value: bool) -> None:
-        self.landing.needs_recovery = value
-
-    def _settled(self) -> None:
-        """Finish a command an error interrupted (its record must describe it), catch up."""
-        if self._needs_recovery:
-            self._ready_to_write()
-        else:
-            self.refresh()
-
     def operation(self) -> tuple[str, str] | None:
-        """The Git operation the person left under way (a merge, rebase, cherry-pick, revert,
-        bisect or patch application) and how to end it, or None.
-
-        While one is, reads go on (HEAD's version is served; a file's state on disk is not
-        committed) and commands are refused with that hint: a commit then would be moved
-        back over by the operation's abort, or built on an index the operation owns. Edits
-        saved meanwhile are committed once it has ended.
-        """
-        self._check_thread()
-        return unfinished_operation(self._repo) or self.git_index.conflicts()
+        """The Git operation the person left under way and how to end it, or None
+        (:meth:`Writer.operation`)."""
+        return self.writer.operation()
 
     def refresh(self) -> bool:
         """Notice a HEAD moved by someone else (``git commit/pull/checkout``); re-index.
@@ -522,94 +464,30 @@ class Workspace:
         else (open for writing, or changed a moment ago) for longer than it waited."""
         return self.external.unsettled
 
-    # writing ------------------------------------------------------------------------------
-    def apply(self, meta: CommandMeta, changes: Sequence[Change]) -> CommitResult:
-        """Apply one command as exactly one commit and return its revision.
+    # writing (store.writer) ---------------------------------------------------------------
+    @property
+    def on_write(self) -> Callable[[str, str | None], object] | None:
+        """Told each path and blob id (None: removed) just before the store writes it
+        (:attr:`Writer.on_write`)."""
+        return self.writer.on_write
 
-        Pending external edits of the touched paths are committed first (as ``external``).
-        An idempotency key already used with the same ``request_hash`` returns the first
-        result (``replayed``) without a commit; with another request it raises
-        :class:`IdempotencyConflict`.
-        """
-        self._check_thread()
-        meta = meta.with_command_id()
-        if meta.idempotency_key:
-            owner = message.meta_key_owner(meta)
-            rec = self.idempotency.check(meta.idempotency_key, meta.request_hash, owner)
-            if rec is not None:
-                return self._replayed(rec)
-        if not changes:
-            raise InvalidArguments("a command needs at least one change")
-        touched = validate(self.root, self.config, changes)
-        try:
-            return self._apply(meta, changes, touched)
-        except OSError as exc:
-            # Whatever step failed, the journal tells the next write what to finish or drop
-            # (in a group only objects were written: nothing to recover).
-            self._needs_recovery = self._group is None
-            raise StorageError(
-                f"{meta.command} could not be written: {exc.strerror or exc}", errno=exc.errno
-            ) from exc
+    @on_write.setter
+    def on_write(self, callback: Callable[[str, str | None], object] | None) -> None:
+        self.writer.on_write = callback
+
+    @property
+    def last_write(self) -> float:
+        """When the last landing's files were put in place (monotonic)."""
+        return self.writer.last_write
+
+    def apply(self, meta: CommandMeta, changes: Sequence[Change]) -> CommitResult:
+        """Apply one command as exactly one commit and return its revision
+        (:meth:`Writer.apply`)."""
+        return self.writer.apply(meta, changes)
 
     def check_writable(self, changes: Sequence[Change]) -> None:
-        """Raise what :meth:`apply` would raise about the paths of ``changes`` (unsafe, too
-        large, Git-filtered, ignored) without writing anything: a dry run, or a write that
-        waits for review, is refused as the write itself would be."""
-        self._check_thread()
-        validate(self.root, self.config, changes)
-        self.refresh()
-        self._refuse_unwritable(changes)
-
-    def _refuse_unwritable(self, changes: Sequence[Change]) -> None:
-        """Refuse bytes written at a path Git filters, a file added where Git ignores or
-        inside another repository, or a read-only file replaced, deleted or moved."""
-        refuse_filtered(self._filters, changes)
-        refuse_read_only(self.root, changes)
-        refuse_left_out(self._repo, self.root, self.config, self.commits.head_tree(), changes)
-
-    def _apply(
-        self, meta: CommandMeta, changes: Sequence[Change], touched: list[str]
-    ) -> CommitResult:
-        self._ready_to_write()
-        self._refuse_unwritable(changes)
-        group = self._group
-        unchecked = [p for p in touched if group is None or p not in group.checked_paths]
-        external = None
-        if unchecked:
-            external = self.commit_external(unchecked, include_ignored=True)
-            self._refuse_unsettled()
-        for _ in range(_CAS_ATTEMPTS):
-            targets = plan(self._repo, self.commits.head_tree(), changes)
-            result = self._commit(meta, targets, [subject_path(c) for c in changes])
-            if result is not None:
-                if external is not None:
-                    result = CommitResult(
-                        result.commit,
-                        result.command_id,
-                        result.parent,
-                        result.paths,
-                        external_commit=external.commit,
-                    )
-                return result
-            moved_external = self.commit_external(touched, include_ignored=True)
-            self._refuse_unsettled()
-            external = moved_external or external
-        raise Conflict(
-            "the branch kept moving while mnoted tried to commit",
-            hint="Another program is committing in this workspace; try again when it is done.",
-        )
-
-    def _refuse_unsettled(self) -> None:
-        """Refuse a command whose file someone is writing (:attr:`unsettled`): its bytes
-        would land on a torn version, or be replaced under the writer."""
-        if self.unsettled:
-            busy = sorted(self.unsettled)
-            raise Conflict(
-                f"{', '.join(busy)} is being written by another program (open for writing, "
-                "or changed a moment ago); nothing was written",
-                hint="Try again once it is saved: the write then applies on what was saved.",
-                path=busy[0],
-            )
+        """Raise what :meth:`apply` would raise about ``changes``, writing nothing."""
+        self.writer.check_writable(changes)
 
     def commit_external(
         self,
@@ -619,57 +497,26 @@ class Workspace:
         include_ignored: bool = False,
         wait: float = SETTLE_WAIT,
     ) -> CommitResult | None:
-        """Commit what is on disk now at ``paths`` where it differs from HEAD; None if nothing.
-
-        Used before every write (so no external edit is overwritten) and by the watcher.
-        Unsafe paths and mnoted's own files are skipped, and so are untracked files that are
-        ignored or too large unless ``include_ignored`` (what :meth:`apply` uses). Only
-        settled files are committed (``store.settle``): one being written by someone else is
-        waited for up to ``wait`` seconds, then left out and named in :attr:`unsettled`.
-        """
-        self._check_thread()
-        meta = meta or CommandMeta("external.edit", actor=EXTERNAL_ACTOR)
-        group = self._group
-        if group is not None:
-            # The disk still has these files as they were before the group; the group
-            # checks them for edits made meanwhile when it writes them.
-            paths = [p for p in paths if p not in group.written]
-        paths = list(paths)
-        self.external.settled(paths, wait)
-        try:
-            result = self._commit_external(paths, meta, include_ignored)
-        except OSError as exc:
-            self._needs_recovery = self._group is None
-            raise StorageError(
-                f"committing edits made outside mnoted failed: {exc.strerror or exc}",
-                errno=exc.errno,
-            ) from exc
-        if group is not None:
-            # A command's own check before it writes need not look at these again: an
-            # edit made since is caught when the group writes the file (it is diverged).
-            tree = self.commits.head_tree()
-            group.checked_paths.update(
-                p for p in paths if include_ignored or trees.entry_at(tree, p) is not None
-            )
-        return result
-
-    def _commit_external(
-        self, paths: list[str], meta: CommandMeta, include_ignored: bool
-    ) -> CommitResult | None:
-        self._ready_to_write()
-        for _ in range(_CAS_ATTEMPTS):
-            targets = self.external.targets(paths, include_ignored=include_ignored)
-            if not targets:
-                return None
-            meta = meta.with_command_id()  # (made only now: most checks find nothing)
-            result = self._commit(meta, targets, [t.path for t in targets], on_disk=True)
-            faults.point("external-committed")
-            if result is not None:
-                return result
-        raise Conflict(
-            "the branch kept moving while mnoted tried to commit external edits",
-            hint="Another program is committing in this workspace; try again when it is done.",
+        """Commit what is on disk now at ``paths`` where it differs from HEAD; None if
+        nothing (:meth:`Writer.commit_external`)."""
+        return self.writer.commit_external(
+            paths, meta=meta, include_ignored=include_ignored, wait=wait
         )
+
+    def group(self) -> contextlib.AbstractContextManager[None]:
+        """Land the commands applied inside together (:meth:`Writer.group`)."""
+        return self.writer.group()
+
+    def after_landing(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` once what was applied so far is durable (now, outside a group)."""
+        self.writer.after_landing(callback)
+
+    def land_commit(
+        self, commit: str, *, expect: str | None, command_id: str
+    ) -> CommitResult | None:
+        """Move the branch from ``expect`` to ``commit``, a commit already in the repository,
+        writing the files it changes (:meth:`Writer.land_commit`)."""
+        return self.writer.land_commit(commit, expect=expect, command_id=command_id)
 
     def idle(self, *, background: bool = False) -> None:
         """Called by the writer thread when it has nothing queued: refresh the Git index
@@ -694,21 +541,10 @@ class Workspace:
         """
         self._check_thread()
         self.pack_upkeep.collect_merge(block=False)
-        self.pack_upkeep.merge_packs(PACKS_PER_LEVEL, wait=wait)
+        self.pack_upkeep.merge_packs(upkeep.PACKS_PER_LEVEL, wait=wait)
 
     def maintenance(self, *, min_objects: int = 1) -> PackReport:
         return self.pack_upkeep.maintenance(min_objects=min_objects)
-
-    @property
-    def _staging(self) -> packs.Staging:
-        return self.pack_upkeep.staging
-
-    @property
-    def _levels(self) -> list[list[str]]:
-        return self.pack_upkeep.levels
-
-    def _merge_packs(self, at: int, *, wait: bool) -> None:
-        self.pack_upkeep.merge_packs(at, wait=wait)
 
     def flush_index(self) -> None:
         """Make the Git index agree with HEAD for every path mnoted committed
@@ -722,7 +558,7 @@ class Workspace:
     def rebuild(self) -> None:
         """Recompute the sidecar (ids, revisions, history, idempotency) from Git history."""
         self.refresh()
-        indexer.rebuild(self._repo, self._side, self._head, self._branch)
+        indexer.rebuild(self._repo, self._side, self.heads.head, self.heads.branch)
 
     def user_identity(self) -> Identity | None:
         return self.authors.user_identity()
@@ -736,447 +572,3 @@ class Workspace:
                 "a Workspace must be used only by the thread that opened it",
                 hint="Send the call to the workspace's writer thread.",
             )
-
-    def _ready_to_write(self) -> None:
-        # Once a group: nine stats each time, and a command checks three times.
-        if self._group is None or not self._group.checked:
-            problem = self.operation()
-            if problem is not None:
-                raise WorkspaceInvalid(
-                    f"{self.root} is in the middle of {problem[0]}; mnoted will not commit now",
-                    hint=f"Then try again: {problem[1]}.",
-                )
-            if self._group is not None:
-                self._group.checked = True
-        if self._needs_recovery:
-            try:
-                self._recover()
-            except BaseException as exc:
-                self._needs_recovery = True  # tried again by the next command
-                if isinstance(exc, OSError):
-                    raise StorageError(
-                        f"completing an interrupted command failed: {exc.strerror or exc}",
-                        errno=exc.errno,
-                    ) from exc
-                raise
-        self.refresh()
-
-    def _commit(
-        self,
-        meta: CommandMeta,
-        targets: list[Target],
-        subject_paths: list[str],
-        *,
-        on_disk: bool = False,
-    ) -> CommitResult | None:
-        """Make one commit of ``targets`` on HEAD; None if HEAD moved under us (retry).
-
-        Inside :meth:`group` the commit is only built: it lands with the group.
-        """
-        pending = self.commits.build(meta, targets, subject_paths, on_disk)
-        group = self._group
-        if group is not None:
-            self.commits.record(pending)
-            group.add(pending)
-            self._head = pending.result.commit
-            return pending.result
-        landed = self.landing.land([pending])
-        if landed is None:
-            self._fresh.clear()
-            self.refresh()
-            return None
-        raced = self._finish(*landed, lambda: self.commits.record(pending))
-        if raced:
-            again = self._reapply(raced, pending.result.commit)
-            if again is not None:
-                return replace(again, planned=pending.result.commit)
-        return pending.result
-
-    def _finish(
-        self, entry: Entry, writes: FileWrites | None, record: Callable[[], object]
-    ) -> list[FileStep]:
-        """After the branch moved: put the files in place (``writes``: already written under
-        temporary names and synced) and ``record`` in the sidecar; the steps of the files a
-        person saved over meanwhile (their save committed next): :meth:`_reapply` puts the
-        change back on them.
-
-        The command is durable once its journal is: were the new names lost, recovery would
-        put the files in place again. So the syncs of the files' folders (and the branch's)
-        end, and the journal is dropped, in :meth:`Landing.settle`, before the next landing writes
-        the journal: neither the answer nor the next commands wait for them meanwhile.
-        """
-        try:
-            if self.on_write is not None:
-                shown = writes.worktree_ids() if writes is not None else {}
-                for step in entry.files:
-                    self.on_write(step.path, shown.get(step.path, step.new))
-            raced: list[FileStep] = []
-            if writes is not None:  # the folders are synced while the sidecar records
-                diverged = writes.finish(wait=False)
-                raced = writes.raced
-            else:
-                diverged = materialize(
-                    self._repo,
-                    self.root,
-                    entry,
-                    self._fresh.get,
-                    self._stats,
-                    self._filters,
-                    self._writers,
-                    raced=raced,
-                )
-            faults.point("files-written")
-            record()
-            faults.point("sidecar-updated")
-            if writes is None:
-                self.landing.journal.clear()
-                faults.point("journal-cleared")
-            else:
-                self.landing.settling, writes = (writes, entry), None
-        except OSError as exc:
-            self._needs_recovery = True
-            raise StorageError(
-                f"writing {entry.command_id} failed: {exc.strerror or exc}", errno=exc.errno
-            ) from exc
-        except BaseException:
-            self._needs_recovery = True
-            raise
-        finally:
-            if writes is not None:
-                writes.close()
-            self._fresh.clear()
-        self.last_write = time.monotonic()
-        self._merge_packs(2 * PACKS_PER_LEVEL, wait=True)
-        if diverged:
-            self.commit_external(diverged)
-        return raced
-
-    def _reapply(
-        self, raced: list[FileStep], origin: str, *, answered: bool = False
-    ) -> CommitResult | None:
-        """Put commit ``origin``'s change back on the files of ``raced`` a person saved over
-        as it landed (:mod:`~mnoted.store.reapply`), as a commit with ``origin``'s author and
-        trailers (one command, two commits: the answer names the last). None if the files
-        hold the change already. :class:`Conflict` naming the person's commit if the change
-        does not apply on their save, or they are still writing it: nothing is written then,
-        the person's save stays, and the command's version stays in ``origin``, whose
-        idempotency key is forgotten (a retry runs the command anew) unless its caller was
-        ``answered`` already."""
-        commit = self._repo[origin]
-        assert isinstance(commit, pygit2.Commit)
-        author = Identity(
-            commit.author.raw_name.decode("utf-8", "replace"),
-            commit.author.raw_email.decode("utf-8", "replace"),
-        )
-        meta = message.meta_of(commit.raw_message.decode("utf-8", "replace"), author)
-        # (the trailers say which commit of the command this one carries on)
-        meta = replace(meta, extra=(*meta.extra, (message.REAPPLIES, origin)))
-        pending = {step.path: step for step in raced}
-        result: CommitResult | None = None
-        for _ in range(_CAS_ATTEMPTS):
-            self.commit_external(list(pending), include_ignored=True)
-            theirs = self._head
-            if self.unsettled:
-                busy = sorted(self.unsettled)
-                self._forget_keys(origin, answered)
-                raise Conflict(
-                    f"{', '.join(busy)} was saved by someone else as {meta.command} wrote it, "
-                    "and is still being written; their save stays",
-                    hint=f"Your version is in commit {origin} (git show {origin}:{busy[0]}); "
-                    "read the page again once it is saved and redo the edit.",
-                    path=busy[0],
-                    commit=origin,
-                )
-            tree = self.commits.head_tree()
-            targets: list[Target] = []
-            for path, step in pending.items():
-                found = trees.object_at(tree, path)
-                now = str(found.id) if found is not None else None
-                if now == step.new:
-                    continue
-                clean, data = reapply.merged(
-                    path,
-                    self._blob_bytes(step.old),
-                    self._blob_bytes(step.new),
-                    self._blob_bytes(now),
-                )
-                if not clean:
-                    self._forget_keys(origin, answered)
-                    raise Conflict(
-                        f"{path} was saved by someone else (commit {theirs}) as "
-                        f"{meta.command} wrote it, and the change does not apply on their "
-                        "save; their save stays",
-                        hint=f"Your version is in commit {origin} (git show {origin}:{path}); "
-                        f"read the page again (commit {theirs}) and redo the edit on it.",
-                        path=path,
-                        commit=origin,
-                        external_commit=theirs,
-                    )
-                targets.append(Target(path, data, step.mode))
-            if not targets:
-                return result
-            pending = self.commits.build(meta, targets, [t.path for t in targets], False)
-            landed = self.landing.land([pending])
-            if landed is None:  # saved once more meanwhile: merged again on that save
-                self._fresh.clear()
-                self.refresh()
-                continue
-            again = self._finish(*landed, partial(self.commits.record, pending))
-            result = pending.result
-            if not again:
-                return result
-            pending = {step.path: step for step in again}
-        self._forget_keys(origin, answered)
-        raise Conflict(
-            f"{', '.join(sorted(pending))} kept being saved by someone else while "
-            f"{meta.command} wrote it; their saves stay",
-            hint=f"Your version is in commit {origin}; read the page again and redo the edit.",
-            path=sorted(pending)[0],
-            commit=origin,
-        )
-
-    def _forget_keys(self, origin: str, answered: bool) -> None:
-        if not answered:
-            self._side.forget_keys_of(origin)
-
-    def _reapply_landed(self, raced: list[FileStep], origins: dict[str, str]) -> None:
-        """:meth:`_reapply` for commits whose callers were answered before it could run (a
-        group's, a fetched commit's): each path's change by the last commit that made it; a
-        change that does not apply is logged, and stays in that commit."""
-        by_origin: dict[str, list[FileStep]] = {}
-        for step in raced:
-            by_origin.setdefault(origins[step.path], []).append(step)
-        for origin, steps in by_origin.items():
-            try:
-                self._reapply(steps, origin, answered=True)
-            except MnoteError as exc:  # (what landed stays landed: nothing is raised)
-                log.warning("%s (%s)", exc.message, exc.hint)
-            except OSError as exc:  # the journal tells the next write what to finish
-                self._needs_recovery = True
-                log.warning("putting %s back on a saved file failed: %s", origin, exc)
-
-    def _blob_bytes(self, blob: str | None) -> bytes | None:
-        return None if blob is None else self.read_blob(blob)
-
-    @contextlib.contextmanager
-    def group(self) -> Iterator[None]:
-        """Land the commands applied inside together: each its own commit, one durability wait.
-
-        Inside, each command is built on the one before (reads see the pending commits,
-        and HEAD is read once, when the group begins) and nothing is durable or on the
-        branch yet; at the end the objects of all of them are synced at once, one journal
-        entry and one compare-and-swap move the branch to the last commit, and the files
-        are written. If that fails (the branch moved, an I/O error) the group's sidecar
-        changes are rolled back, the error is raised, and the caller runs the commands
-        again one at a time (a group that reached the branch is completed from the journal
-        first, and its idempotency keys replay).
-        """
-        self._check_thread()
-        if self._group is not None:
-            raise InternalError("groups of commands do not nest")
-        self._settled()
-        group = _Group(self._head)
-        self._group = group
-        self._side.begin()
-        try:
-            yield
-        except BaseException:
-            self._abandon(group)
-            raise
-        self._group = None
-        if not group.pending:
-            self._side.commit()
-            _run_all(group.callbacks)
-            return
-        try:
-            # (the sidecar's rows written while the landing waits for the disk: rolled back
-            # with its transaction if the landing fails)
-            landed = self.landing.land(group.pending, self._side.write_kept)
-            if landed is None:
-                raise Conflict(
-                    "the branch moved while a group of commands was landing",
-                    hint="Another program committed in this workspace; the commands run again.",
-                )
-        except BaseException as exc:
-            self._abandon(group)
-            if not isinstance(exc, OSError):
-                raise
-            self._needs_recovery = True
-            raise StorageError(
-                f"a group of {len(group.pending)} commands could not be written: "
-                f"{exc.strerror or exc}",
-                errno=exc.errno,
-            ) from exc
-        try:
-            raced = self._finish(*landed, self._side.commit)
-        except BaseException:
-            self._side.rollback()
-            raise
-        if raced:
-            last = {step.path: item.result.commit for item in group.pending for step in item.steps}
-            self._reapply_landed(raced, last)
-        _run_all(group.callbacks)
-
-    def after_landing(self, callback: Callable[[], object]) -> None:
-        """Run ``callback`` once what was applied so far is durable (now, outside a group)."""
-        if self._group is None:
-            callback()
-        else:
-            self._group.callbacks.append(callback)
-
-    def _abandon(self, group: _Group) -> None:
-        """Forget a group that did not land: sidecar rolled back, HEAD read again."""
-        self._group = None
-        self._fresh.clear()
-        self._staging.clear()
-        self._side.rollback()
-        self._head = group.base
-        self.refresh()
-
-    def _recover(self) -> None:
-        """Complete or drop a command a crash interrupted (see ``docs/store.md``)."""
-        settling, self.landing.settling = self.landing.settling, None
-        if settling is not None:  # (its entry is the journal's, completed here)
-            settling[0].close()
-        packs.recover(self._pack_dir)
-        entry = self.landing.journal.read()
-        self._needs_recovery = False
-        if entry is None:
-            self.landing.journal.clear()
-            return
-        branch = refs.current_branch(self.gitdir)
-        head = refs.read_ref(self.gitdir, branch)
-        landed = False
-        if entry.branch == branch and self._repo.odb.exists(entry.commit):
-            if head == entry.commit:
-                landed = True
-            elif head == entry.parent:
-                try:
-                    refs.update_branch(
-                        self.gitdir,
-                        branch,
-                        entry.parent,
-                        entry.commit,
-                        ident=f"{COMMITTER.name} <{COMMITTER.email}>",
-                        message=f"recover {entry.command_id}",
-                        wait=self._lock_wait,
-                    )
-                    landed = True
-                except refs.HeadMoved:
-                    landed = False
-        self._branch = branch
-        self._head = refs.read_ref(self.gitdir, branch)
-        diverged = (
-            materialize(self._repo, self.root, entry, filters=self._filters) if landed else []
-        )
-        for step in entry.files:
-            remove_temp_files(self.root.joinpath(*step.path.split("/")).parent)
-        if landed:  # the new names of files put in place before the crash, and the branch's
-            self.landing.sync_folders(entry)
-        indexer.advance(self._repo, self._side, self._head, self._branch)
-        self.landing.journal.clear()
-        if diverged:
-            self.commit_external(diverged)
-
-    def _replayed(self, rec: IdempotencyRecord) -> CommitResult:
-        commit = self._repo[rec.commit]
-        assert isinstance(commit, pygit2.Commit)
-        parent = str(commit.parents[0].id) if commit.parents else None
-        paths = self._side.paths_of_commit(rec.commit)
-        return CommitResult(rec.commit, rec.command_id, parent, tuple(paths), replayed=True)
-
-    def land_commit(
-        self, commit: str, *, expect: str | None, command_id: str
-    ) -> CommitResult | None:
-        """Move the branch from ``expect`` to ``commit``, a commit already in the repository
-        (a fetched one, or a merge built from it), writing the files it changes through the
-        journal like any command: the working tree, the index and HEAD agree after it, and a
-        crash at any point lands all of it or none.
-
-        Edits on disk at the paths it would write are committed first; if that (or anyone)
-        moved HEAD from ``expect``, nothing lands and None is returned: merge again.
-        """
-        self._check_thread()
-        assert self._group is None, "land_commit runs outside a group of commands"
-        self._ready_to_write()
-        self.refresh()
-        target = self._repo[commit]
-        assert isinstance(target, pygit2.Commit)
-        old_tree = self.commits.head_tree()
-        steps: list[FileStep] = []
-        diff = (
-            old_tree.diff_to_tree(target.tree)
-            if old_tree is not None
-            else target.tree.diff_to_tree(swap=True)
-        )
-        for delta in diff.deltas:
-            old_f, new_f = delta.old_file, delta.new_file
-            if pygit2.GIT_FILEMODE_COMMIT in (old_f.mode, new_f.mode):
-                continue  # a submodule's commit is its own repository's business
-            if old_f.path != new_f.path:
-                steps.append(FileStep(old_f.path, str(old_f.id), None, old_f.mode))
-            gone = delta.status == pygit2.GIT_DELTA_DELETED
-            steps.append(
-                FileStep(
-                    new_f.path,
-                    None if delta.status == pygit2.GIT_DELTA_ADDED else str(old_f.id),
-                    None if gone else str(new_f.id),
-                    old_f.mode if gone else new_f.mode,
-                )
-            )
-        paths = tuple(dict.fromkeys(step.path for step in steps))
-        if paths and self.commit_external(paths, include_ignored=True) is not None:
-            return None
-        if self._head != expect:
-            return None
-        pending = PendingCommit(
-            CommitResult(commit, command_id, expect, paths),
-            target.message,
-            tuple(steps),
-            paths,
-            None,
-            target.commit_time,
-        )
-        landed = self.landing.land([pending])
-        if landed is None:
-            self._fresh.clear()
-            self.refresh()
-            return None
-        parent = str(target.parents[0].id) if target.parents else None
-        written = {commit: paths} if parent == expect else None
-
-        def record() -> None:
-            indexer.advance(self._repo, self._side, commit, self._branch, self._fresh, written)
-            self._side.begin()
-            self._side.mark_index_pending(list(paths))  # (whoever committed it)
-            self._side.commit()
-
-        raced = self._finish(*landed, record)
-        if raced:
-            self._reapply_landed(raced, {step.path: commit for step in raced})
-        return pending.result
-
-
-@dataclass
-class _Group:
-    """The commands of one :meth:`Workspace.group`, built one on another."""
-
-    base: str | None  # the branch's commit when the group began
-    pending: list[PendingCommit] = field(default_factory=list)
-    written: set[str] = field(default_factory=set)  # paths the group will write
-    callbacks: list[Callable[[], object]] = field(default_factory=list)  # once landed
-    checked: bool = False  # no merge, rebase or bisect was in progress when it began
-    checked_paths: set[str] = field(default_factory=set)  # checked against the disk
-
-    def add(self, pending: PendingCommit) -> None:
-        self.pending.append(pending)
-        self.written.update(step.path for step in pending.steps)
-
-
-def _run_all(callbacks: list[Callable[[], object]]) -> None:
-    """Run a group's callbacks: a listener's bug must not undo or fail its writes."""
-    for callback in callbacks:
-        try:
-            callback()
-        except Exception:
-            log.exception("a callback of a group of commands failed")

@@ -19,7 +19,7 @@ from mnoted.host import external as external_module
 from mnoted.host import runner as runner_module
 from mnoted.host.runner import RunnerConfig, WorkspaceRunner
 from mnoted.service import Actor, Service
-from mnoted.store import CommandMeta, Workspace, Write, faults, packs, workspace
+from mnoted.store import CommandMeta, Workspace, Write, faults, packs, upkeep
 from mnoted.store.indexkeeper import IndexKeeper
 from tests.conftest import deleted_packs_held, needs_proc
 
@@ -255,7 +255,7 @@ def test_the_watchers_repository_keeps_no_pack_merged_away(
     git(root, "add", ".gitignore")
     git(root, "commit", "-qm", "drafts are private from now on")
     rules = WorkspaceRunner(root, Service())._ignore_rules()
-    monkeypatch.setattr(workspace, "PACKS_PER_LEVEL", 3)
+    monkeypatch.setattr(upkeep, "PACKS_PER_LEVEL", 3)
     with Workspace.open(root) as ws:
         for i in range(10):
             ws.apply(CommandMeta("x", actor="hermes"), [Write("p.md", b"v%d\n" % i)])

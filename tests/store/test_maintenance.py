@@ -17,7 +17,7 @@ from mnoted.store import (
     faults,
     maintenance,
     packs,
-    workspace,
+    upkeep,
 )
 from mnoted.store.maintenance import MAX_PACKS, loose_objects, pack_object_ids
 from tests.conftest import deleted_packs_held, needs_proc
@@ -121,7 +121,7 @@ def test_maintainer_runs_only_when_idle(ws: Workspace) -> None:
 def test_packing_while_writing(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
     # Merges by maintenance and by the writer race each other and the writer's reads.
     monkeypatch.setattr(maintenance, "MAX_PACKS", 2)
-    monkeypatch.setattr(workspace, "PACKS_PER_LEVEL", 3)
+    monkeypatch.setattr(upkeep, "PACKS_PER_LEVEL", 3)
     stop = threading.Event()
     reports = []
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mnoted.store import CommandMeta, Workspace, Write, packs, workspace
+from mnoted.store import CommandMeta, Workspace, Write, packs, upkeep
 from mnoted.store.maintenance import loose_objects
 from tests.conftest import deleted_packs_held, needs_proc
 from tests.store.conftest import assert_clean, git
@@ -135,7 +135,7 @@ def digit_sum(n: int, base: int) -> int:
 def test_the_writer_merges_its_packs_by_levels(
     ws: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(workspace, "PACKS_PER_LEVEL", 3)
+    monkeypatch.setattr(upkeep, "PACKS_PER_LEVEL", 3)
     pack_dir = ws.gitdir / "objects" / "pack"
     assert len(packs.pack_names(pack_dir)) == 1  # the first commit's
     for i in range(2, 40):
@@ -155,7 +155,7 @@ def test_the_writer_merges_its_packs_by_levels(
 def test_merges_run_beside_the_writer_and_idle_takes_them_in(
     ws: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(workspace, "PACKS_PER_LEVEL", 3)
+    monkeypatch.setattr(upkeep, "PACKS_PER_LEVEL", 3)
     pack_dir = ws.gitdir / "objects" / "pack"
     started = threading.Event()
     release = threading.Event()
@@ -191,7 +191,7 @@ def test_packs_merged_away_are_freed_after_the_writer_lets_go(
     # A deleted file is freed when its last reference goes: had the merge deleted its packs,
     # the writer would pay for freeing them when it drops its object database (6-7 ms for
     # 16 packs on ext4). The packs it drops must still have their names then.
-    monkeypatch.setattr(workspace, "PACKS_PER_LEVEL", 3)
+    monkeypatch.setattr(upkeep, "PACKS_PER_LEVEL", 3)
     pack_dir = ws.gitdir / "objects" / "pack"
     held_when_dropped: list[list[str]] = []
     set_odb = ws._repo.set_odb
@@ -245,7 +245,7 @@ def test_retired_packs_are_deleted_on_close_and_after_a_crash(
 def test_a_merge_that_fails_leaves_its_packs_to_the_next(
     ws: Workspace, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(workspace, "PACKS_PER_LEVEL", 3)
+    monkeypatch.setattr(upkeep, "PACKS_PER_LEVEL", 3)
     pack_dir = ws.gitdir / "objects" / "pack"
     real = packs.merge_packs
     failures = [OSError(errno.ENOSPC, "No space left on device")]
@@ -270,7 +270,7 @@ def test_a_merge_that_fails_leaves_its_packs_to_the_next(
 def test_without_upkeep_a_landing_merges_at_twice_the_level(
     ws: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(workspace, "PACKS_PER_LEVEL", 3)
+    monkeypatch.setattr(upkeep, "PACKS_PER_LEVEL", 3)
     pack_dir = ws.gitdir / "objects" / "pack"
     counts = []
     for i in range(40):
