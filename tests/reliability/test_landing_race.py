@@ -85,6 +85,28 @@ def test_a_save_between_the_recheck_and_the_rename_is_merged_after_it(h: Harness
     _clean(h)
 
 
+def test_a_save_during_the_put_backs_own_landing_is_merged_on_too(h: Harness) -> None:
+    """The change put back lands like any write: a second save during its disk syncs makes
+    it land nothing, and it is merged again on that save."""
+    intro = "# Goals\n\nPerson's intro.\n"
+    later = lambda t: t.replace("is high.", "is high, says the person.")  # noqa: E731
+
+    def first_save() -> None:
+        _save(h, lambda t: t.replace("# Goals\n", intro))
+        # the next landing commits that save; the one after it is the put-back's
+        faults.arm_call("landing-synced", lambda: None)
+        faults.arm_call("landing-synced", lambda: _save(h, later))
+
+    faults.arm_call("file-replacing", first_save)
+    resp = h.write("mnote.page.save", documentId=h.doc(PAGE), content=["Agent."], mode="append")
+    assert resp["ok"], resp
+    text = (h.root / PAGE).read_text()
+    assert "Person's intro." in text and "says the person." in text and text.endswith("Agent.\n")
+    assert resp["audit"]["revision"] == h.git("rev-parse", "HEAD").strip()
+    assert len(_commits(h, resp["audit"]["commandId"])) == 2  # its own, and the put-back
+    _clean(h)
+
+
 def test_a_change_that_does_not_apply_on_the_save_is_a_conflict(h: Harness) -> None:
     person = "Budget risk is low now."
     lower = lambda t: t.replace("is high.", "is low now.")  # noqa: E731
