@@ -76,6 +76,7 @@ def status_of(response: bytes) -> int:
     )
 
 
+@pytest.mark.slow
 def test_generated_hostile_requests(daemon: DaemonProcess) -> None:
     seen: dict[int, int] = {}
 

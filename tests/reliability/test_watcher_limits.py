@@ -179,6 +179,7 @@ def watch_budget_problem(needed: int) -> str | None:
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300 + FLOOD // 50)
 def test_a_real_flood_overflows_the_queue_and_head_ends_equal_to_the_disk() -> None:
     if shutil.which("tar") is None:
@@ -278,6 +279,7 @@ def watched_inodes(pid: int) -> set[int]:
     return out
 
 
+@pytest.mark.slow
 def test_a_low_max_user_watches_degrades_and_reconciliation_commits_unwatched_folders() -> None:
     problem = unshare_problem()
     if problem:

@@ -17,13 +17,16 @@ import inspect
 import os
 import tracemalloc
 
+import pytest
+
 from mnoted.store import paths
 from tests.service.conftest import PLAN, Harness
 
 WARM = 100
-CYCLES = int(os.environ.get("MNOTE_LEAK_CYCLES", "300"))
+CYCLES = int(os.environ.get("MNOTE_LEAK_CYCLES", "150"))
 
 
+@pytest.mark.slow
 def test_repeated_commands_keep_nothing_alive(h: Harness) -> None:
     for i in range(3):
         h.write_file(f"notes/sub/p{i}.md", PLAN + "\nmarker A\n")

@@ -96,6 +96,7 @@ def apply_op(root: Path, op: tuple[str, str, Any]) -> None:
         git(root, "add", "-f", "--", rel)
 
 
+@pytest.mark.slow
 @settings(
     max_examples=EXAMPLES,
     deadline=None,
