@@ -24,7 +24,7 @@ import pytest
 from mnoted.store import paths
 from tests.service.conftest import PLAN, Harness
 
-WARM = 100
+WARM = 40
 CYCLES = int(os.environ.get("MNOTE_LEAK_CYCLES", "80"))  # calls in each window
 
 
