@@ -24,7 +24,7 @@ run: $(STAMP)
 	$(BIN)/mnoted --workspace "$(WORKSPACE)"
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 lint: $(STAMP)
 	$(BIN)/ruff check mnoted tests bench

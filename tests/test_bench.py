@@ -77,11 +77,13 @@ def test_the_benchmark_of_two_versions_in_turns_runs(tmp_path: Path, page: str) 
 
 @pytest.mark.slow
 def test_the_search_benchmark_runs(tmp_path: Path) -> None:
-    out = run_bench(tmp_path, "bench/search.py", "--sizes", "100")
+    out = run_bench(tmp_path, "bench/search.py", "--sizes", "100", "--hidden", "300")
     for label in (
         "full index pass",
         "mnote.workspace.search p50 (limit 20)",
         "speed-up",
         "search right after a write (catch-up) p50",
+        "300 hidden notes",
+        "agent's answers, hidden or not: identical",
     ):
         assert label in out.stdout, (label, out.stdout)

@@ -265,6 +265,7 @@ def nothing_lost_and_ids_agree(devices: list[DaemonProcess], written: list[str])
 HTTP_ROUNDS = int(os.environ.get("MNOTE_SYNC_HTTP_ROUNDS", "2"))
 
 
+@pytest.mark.slow
 def test_three_daemons_over_smart_http() -> None:
     """Three daemons sync through ``git http-backend`` (Git's smart HTTP behind a localhost
     server): random concurrent edits on all three (``MNOTE_SYNC_HTTP_ROUNDS`` rounds) end

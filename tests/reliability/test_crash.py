@@ -102,6 +102,7 @@ def check_invariants(daemon: DaemonProcess, acked: list[dict]) -> None:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300 + 10 * ROUNDS)  # ~2 s a round here (60 rounds: 125 s)
 def test_sigkill_under_load_loses_nothing_acknowledged(daemon: DaemonProcess) -> None:
     rng = random.Random(1234)

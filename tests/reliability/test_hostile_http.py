@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tests.e2e.conftest import DaemonProcess
 
-CASES = int(os.environ.get("MNOTE_HOSTILE_CASES", "1000"))
+CASES = int(os.environ.get("MNOTE_HOSTILE_CASES", "500"))
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20),
@@ -76,6 +76,7 @@ def status_of(response: bytes) -> int:
     )
 
 
+@pytest.mark.slow
 def test_generated_hostile_requests(daemon: DaemonProcess) -> None:
     seen: dict[int, int] = {}
 

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.remote.test_sync import Device, run_git, settle
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,6 +25,7 @@ STEPS = (
 )
 
 
+@pytest.mark.slow
 def test_kill_at_each_sync_step(tmp_path: Path) -> None:
     bare = tmp_path / "remote.git"
     run_git(tmp_path, "init", "-q", "--bare", "-b", "main", str(bare))

@@ -497,28 +497,54 @@ def test_background_refreshes_take_a_bounded_share_of_the_time(
 
     monkeypatch.setattr(gitindex.GitIndex, "refresh", slow_refresh)
     monkeypatch.setattr(IndexKeeper, "prepare", lambda self, commit, paths: None)
-    monkeypatch.setattr(indexkeeper, "INDEX_SHARE", 0.1)  # the next >= 2 s after the first
+    monkeypatch.setattr(indexkeeper, "INDEX_SHARE", 0.01)  # the next >= 20 s after the first
+    clock = _SkippingClock()  # (moved past the gate, not waited out)
+    monkeypatch.setattr(indexkeeper, "time", clock)
+    keeper = ws.git_index
+
+    def refreshed() -> None:
+        """Until the refresh's job has returned (``done`` is set just before it does)."""
+        assert done.wait(10)
+        done.clear()
+        deadline = time.monotonic() + 10
+        while (job := keeper._job) is not None and not job[0].done():
+            assert time.monotonic() < deadline, "the refresh's job never returned"
+            time.sleep(0.01)
+
     ws.apply(CommandMeta("page.create", actor="hermes"), [Write("p.md", b"v1\n")])
     ws.refresh_index_soon()
-    assert done.wait(10)
-    done.clear()
+    refreshed()
     ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("p.md", b"v2\n")])
     ws.refresh_index_soon()  # takes the first in; too soon for the next
-    assert not done.wait(0.3)
+    assert keeper._job is None and keeper.next_refresh > clock.monotonic()
     assert len(began) == 1
-    # (the gate follows the refresh's own duration, longer on a loaded machine: wait it out)
-    time.sleep(max(0.0, ws.git_index.next_refresh - time.monotonic()) + 0.05)
+    clock.skip(keeper.next_refresh - clock.monotonic() + 0.01)  # (the gate's time has come)
     ws.refresh_index_soon()
-    assert done.wait(10)
-    done.clear()
+    refreshed()
     assert len(began) == 2
     ws.apply(CommandMeta("page.body.save", actor="hermes"), [Write("p.md", b"v3\n")])
     ws.refresh_index_soon()  # takes the second in; too soon again
-    assert not done.wait(0.3)
+    assert keeper._job is None and keeper.next_refresh > clock.monotonic()
     assert len(began) == 2
     ws.idle()  # waits for nothing
     assert len(began) == 3
     assert_clean(ws.root)
+
+
+class _SkippingClock:
+    """The ``time`` module, with a ``monotonic`` that a test moves forward at once."""
+
+    def __init__(self) -> None:
+        self._ahead = 0.0
+
+    def skip(self, seconds: float) -> None:
+        self._ahead += max(0.0, seconds)
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self._ahead
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(time, name)
 
 
 def test_a_background_refresh_blocked_by_a_users_lock_is_retried(ws: Workspace) -> None:

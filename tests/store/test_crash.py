@@ -87,6 +87,7 @@ def _expected(events: list[tuple[str, object]], applied: list[int]) -> dict[str,
     return state
 
 
+@pytest.mark.slow
 def test_sigkill_at_every_step_recovers(tmp_path: Path) -> None:
     iterations = int(os.environ.get("MNOTE_CRASH_ITERATIONS", "30"))
     root = tmp_path / "ws"

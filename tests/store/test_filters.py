@@ -208,6 +208,7 @@ def line_endings(attributes: str, autocrlf: str | None) -> Iterator[Workspace]:
             yield ws
 
 
+@pytest.mark.slow
 @line_cases
 def test_every_blob_committed_from_the_disk_is_the_one_git_add_makes(
     attributes: str, autocrlf: str | None, contents: list[bytes]

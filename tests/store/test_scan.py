@@ -31,7 +31,7 @@ from mnoted.sync.gitstatus import changes_by_git
 from mnoted.sync.ignore import is_temp
 from tests.store.conftest import git
 
-EXAMPLES = int(os.environ.get("MNOTE_SCAN_EXAMPLES", "40"))
+EXAMPLES = int(os.environ.get("MNOTE_SCAN_EXAMPLES", "25"))
 FOLDERS = ["", "a/", "a/b/", "c/", "ign/"]
 NAMES = ["x.md", "y.md", "z.txt", "n.log"]
 CONTENTS = ["aaaa\n", "bbbb\n", "a longer note\n", ""]
@@ -96,6 +96,7 @@ def apply_op(root: Path, op: tuple[str, str, Any]) -> None:
         git(root, "add", "-f", "--", rel)
 
 
+@pytest.mark.slow
 @settings(
     max_examples=EXAMPLES,
     deadline=None,

@@ -16,6 +16,7 @@ import os
 import sqlite3
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -256,6 +257,7 @@ def _check_reads(side: Sidecar, ref: _Reference) -> None:
     assert sorted(side.index_pending()) == sorted(r[0] for r in truth_index)
 
 
+@pytest.mark.slow
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(st.lists(written, min_size=10, max_size=60))
 def test_kept_rows_land_as_written_one_by_one(tmp_path_factory: object, ops: list[tuple]) -> None:
