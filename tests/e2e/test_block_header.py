@@ -25,8 +25,9 @@ def test_block_commands_answer_with_the_header_and_a_snapshot_on_request(
     after = {"id": para["id"], "type": "paragraph", "text": "Ship on Friday."}
     assert result["snapshot"] == [after]
     audit = result["audit"]
+    # (`actor_type` as the request sent it, as the commit's trailer says: the CLI sends `cli`)
     assert (audit["actor_type"], audit["command_name"], audit["target_block_id"]) == (
-        "owner",
+        "cli",
         "replace_block",
         para["id"],
     )
