@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING
 import pytest
 
 from mnoted.store import dirfd
+from mnoted.sync.debounce import DebounceConfig
 from mnoted.sync.ignore import IgnoreRules
 from mnoted.sync.own_writes import blob_id
+from tests.sync.conftest import QUIET
 
 if TYPE_CHECKING:
     from conftest import QuietFn, RecordingSink, WatcherFactory
@@ -356,9 +358,10 @@ def test_slow_writer_is_not_settled_half_way(
     workspace: Path, make_watcher: WatcherFactory, sink: RecordingSink, quiet: QuietFn
 ) -> None:
     # A writer pausing longer than the quiet period (0.15 s) while the file is open:
-    # without IN_CLOSE_WRITE in the event set the first half would settle on its own.
+    # without IN_CLOSE_WRITE in the event set the first half would settle on its own. (A
+    # close timeout of seconds: a loaded machine may stretch the pause well past 0.3 s.)
     seed(workspace)
-    watcher = make_watcher()  # close_timeout 0.5 s
+    watcher = make_watcher(debounce=DebounceConfig(QUIET, 10.0, 5.0))
     with open(workspace / "x.md", "wb", buffering=0) as f:
         f.write(b"# x\nfirst half\n")
         time.sleep(0.3)
