@@ -40,6 +40,7 @@ def test_the_daemon_benchmark_runs(tmp_path: Path) -> None:
     smallest = ["--sizes", "100", "--writes", "3", "--agents", "2", "--no-mcp"]
     out = run_bench(tmp_path, "bench/daemon.py", *smallest)
     for label in (
+        "search index's first pass, before the timed calls",
         "floor: atomic write + fsync",
         "floor: incremental commit + fsync (libgit2)",
         "durable agent write (markdown_edit, 10 KB)",
