@@ -82,7 +82,7 @@ def replay(
     parent = commit.parents[0].tree if commit.parents else None
     deltas = treediff.diff(repo, parent, commit.tree, paths)
     changed = _record_deltas(repo, side, cid, deltas, fresh, named_ids(commit.message))
-    _record_command(side, cid, commit.message, commit.commit_time, kept_results or {})
+    record_command(side, cid, commit.message, commit.commit_time, kept_results or {})
     if mark_pending and commit.committer.email == COMMITTER_EMAIL:
         side.mark_index_pending(changed)
     return changed
@@ -108,7 +108,7 @@ def record_own(
     side.begin()
     try:
         changed = _record_deltas(repo, side, commit, deltas, fresh)
-        _record_command(side, commit, message, time, {})
+        record_command(side, commit, message, time, {})
         side.mark_index_pending(changed)
         side.set_meta("indexed_head", commit)
         side.commit()
@@ -179,9 +179,11 @@ def _blob_data(repo: pygit2.Repository, oid: str | pygit2.Oid, path: str, cid: s
     return blob.data
 
 
-def _record_command(
+def record_command(
     side: Sidecar, cid: str, text: str, time: int, kept: dict[str, tuple[str, str]]
 ) -> None:
+    """Record the command a commit's trailers name, with its idempotency key (its stored
+    result from ``kept`` where the key's record there names this commit)."""
     trailers = message.parse_trailers(text)
     command_id = trailers.get(message.COMMAND_ID)
     if not command_id:
@@ -431,7 +433,7 @@ def advance_merge(
             if row is not None and doc is not None and doc != row[2]:  # (its id differed here)
                 side.put_file(path, row[0], row[1], doc)
                 side.add_change(mid, doc, path, None, "M")
-        _record_command(side, mid, merge.message, merge.commit_time, {})
+        record_command(side, mid, merge.message, merge.commit_time, {})
         if merge.committer.email == COMMITTER_EMAIL:  # (as a replay marks its own commits)
             side.mark_index_pending(changed)
         side.set_meta("indexed_head", mid)

@@ -44,8 +44,7 @@ from mnoted.store import (
     template_files,
 )
 from mnoted.store.config import CONFIG_PATH, render
-from mnoted.store.indexer import generated_id, is_document, pinned_id
-from mnoted.store.model import scoped_key
+from mnoted.store.indexer import generated_id, is_document, pinned_id, record_command
 from mnoted.store.paths import resolve
 from mnoted.store.planning import check_base, validate
 from mnoted.store.sidecar import Sidecar
@@ -370,31 +369,7 @@ class MemoryWorkspace:
             status = "R" if old is not None else "M" if row else "A"
             self._side.put_file(path, blob_id(data), cid, doc)
             self._side.add_change(cid, doc, path, old, status)
-        trailers = message.parse_trailers(text)
-        command_id = trailers.get(message.COMMAND_ID)
-        if not command_id:
-            return
-        key = trailers.get(message.IDEMPOTENCY_KEY)
-        self._side.add_command(
-            CommandRecord(
-                commit=cid,
-                command_id=command_id,
-                subject=text.split("\n", 1)[0],
-                actor=trailers.get(message.ACTOR),
-                trace_id=trailers.get(message.TRACE_ID),
-                idempotency_key=key,
-                time=when,
-                trailers=trailers,
-            )
-        )
-        if key:
-            self._side.put_idempotency(
-                scoped_key(message.key_owner(trailers), key),
-                trailers.get(message.REQUEST_HASH),
-                cid,
-                command_id,
-                None,
-            )
+        record_command(self._side, cid, text, when, {})  # (as the store's indexer does)
 
 
 def _entry(files: dict[str, str], path: str) -> tuple[str, int] | None:
