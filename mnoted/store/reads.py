@@ -62,17 +62,7 @@ class Reads:
     def resolve(self, ref: str) -> DocRef:
         """A document by its documentId or by its path (at HEAD)."""
         self._refresh()
-        path = self._side.path_of_doc(ref)
-        if path is not None:
-            return DocRef(ref, path)
-        try:
-            rel = normalize(ref)
-        except PathRejected:
-            raise NotFound(f"no document {ref!r}", ref=ref) from None
-        row = self._side.file(rel)
-        if row is None or row[2] is None:
-            raise NotFound(f"no document {ref!r}", ref=ref)
-        return DocRef(row[2], rel)
+        return doc_ref(self._side, ref)
 
     def documents(self, under: str = "") -> list[DocRef]:
         """Every document at HEAD (in folder ``under``, given as ``"name/"``), by path."""
@@ -248,3 +238,18 @@ class Reads:
         """The paths a commit of this branch changed (as the sidecar indexed them)."""
         self._refresh()
         return self._side.paths_of_commit(commit)
+
+
+def doc_ref(side: Sidecar, ref: str) -> DocRef:
+    """The document ``ref`` names in the sidecar: a documentId, else a path at HEAD."""
+    path = side.path_of_doc(ref)
+    if path is not None:
+        return DocRef(ref, path)
+    try:
+        rel = normalize(ref)
+    except PathRejected:
+        raise NotFound(f"no document {ref!r}", ref=ref) from None
+    row = side.file(rel)
+    if row is None or row[2] is None:
+        raise NotFound(f"no document {ref!r}", ref=ref)
+    return DocRef(row[2], rel)

@@ -47,6 +47,7 @@ from mnoted.store.config import CONFIG_PATH, render
 from mnoted.store.indexer import generated_id, is_document, pinned_id, record_command
 from mnoted.store.paths import resolve
 from mnoted.store.planning import check_base, validate
+from mnoted.store.reads import doc_ref
 from mnoted.store.sidecar import Sidecar
 from mnoted.store.statcache import Key
 from tests.service.conftest import PLAN, SECRET, Harness
@@ -112,17 +113,7 @@ class MemoryWorkspace:
         return {} if self.head is None else self.commits[self.head].files
 
     def resolve(self, ref: str) -> DocRef:
-        path = self._side.path_of_doc(ref)
-        if path is not None:
-            return DocRef(ref, path)
-        try:
-            rel = normalize(ref)
-        except PathRejected:
-            raise NotFound(f"no document {ref!r}", ref=ref) from None
-        row = self._side.file(rel)
-        if row is None or row[2] is None:
-            raise NotFound(f"no document {ref!r}", ref=ref)
-        return DocRef(row[2], rel)
+        return doc_ref(self._side, ref)
 
     def documents(self, under: str = "") -> list[DocRef]:
         return [doc for doc, _, _ in self.listing(under)]
