@@ -221,18 +221,9 @@ class Reads:
     ) -> list[CommandRecord]:
         """Commits made by mnoted for a command id, a trace id or an idempotency key."""
         self._refresh()
-        given = [
-            (c, v)
-            for c, v in (
-                ("command_id", command_id),
-                ("trace_id", trace_id),
-                ("idem_key", idempotency_key),
-            )
-            if v is not None
-        ]
-        if len(given) != 1:
-            raise InvalidArguments("give exactly one of command_id, trace_id, idempotency_key")
-        return self._side.find_commands(*given[0])
+        return commands_of(
+            self._side, command_id=command_id, trace_id=trace_id, idempotency_key=idempotency_key
+        )
 
     def paths_of_commit(self, commit: str) -> list[str]:
         """The paths a commit of this branch changed (as the sidecar indexed them)."""
@@ -253,3 +244,25 @@ def doc_ref(side: Sidecar, ref: str) -> DocRef:
     if row is None or row[2] is None:
         raise NotFound(f"no document {ref!r}", ref=ref)
     return DocRef(row[2], rel)
+
+
+def commands_of(
+    side: Sidecar,
+    *,
+    command_id: str | None = None,
+    trace_id: str | None = None,
+    idempotency_key: str | None = None,
+) -> list[CommandRecord]:
+    """The sidecar's commands for exactly one of a command id, a trace id or a key."""
+    given = [
+        (c, v)
+        for c, v in (
+            ("command_id", command_id),
+            ("trace_id", trace_id),
+            ("idem_key", idempotency_key),
+        )
+        if v is not None
+    ]
+    if len(given) != 1:
+        raise InvalidArguments("give exactly one of command_id, trace_id, idempotency_key")
+    return side.find_commands(*given[0])

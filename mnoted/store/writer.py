@@ -225,13 +225,7 @@ class Writer:
             result = self._commit(meta, targets, [subject_path(c) for c in changes])
             if result is not None:
                 if external is not None:
-                    result = CommitResult(
-                        result.commit,
-                        result.command_id,
-                        result.parent,
-                        result.paths,
-                        external_commit=external.commit,
-                    )
+                    result = replace(result, external_commit=external.commit)
                 return result
             moved_external = self.commit_external(touched, include_ignored=True)
             self._refuse_unsettled()

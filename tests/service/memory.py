@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from mnoted.core.blob import blob_id
@@ -47,7 +47,7 @@ from mnoted.store.config import CONFIG_PATH, render
 from mnoted.store.indexer import generated_id, is_document, pinned_id, record_command
 from mnoted.store.paths import resolve
 from mnoted.store.planning import check_base, validate
-from mnoted.store.reads import doc_ref
+from mnoted.store.reads import commands_of, doc_ref
 from mnoted.store.sidecar import Sidecar
 from mnoted.store.statcache import Key
 from tests.service.conftest import PLAN, SECRET, Harness
@@ -175,18 +175,9 @@ class MemoryWorkspace:
         trace_id: str | None = None,
         idempotency_key: str | None = None,
     ) -> list[CommandRecord]:
-        given = [
-            (c, v)
-            for c, v in (
-                ("command_id", command_id),
-                ("trace_id", trace_id),
-                ("idem_key", idempotency_key),
-            )
-            if v is not None
-        ]
-        if len(given) != 1:
-            raise InvalidArguments("give exactly one of command_id, trace_id, idempotency_key")
-        return self._side.find_commands(*given[0])
+        return commands_of(
+            self._side, command_id=command_id, trace_id=trace_id, idempotency_key=idempotency_key
+        )
 
     def paths_of_commit(self, commit: str) -> list[str]:
         return self._side.paths_of_commit(commit)
@@ -246,13 +237,7 @@ class MemoryWorkspace:
         subjects = [normalize(c.new if isinstance(c, Move) else c.path) for c in changes]
         result = self._commit(meta, written, moves, subjects)
         if external is not None:
-            result = CommitResult(
-                result.commit,
-                result.command_id,
-                result.parent,
-                result.paths,
-                external_commit=external.commit,
-            )
+            result = replace(result, external_commit=external.commit)
         return result
 
     def commit_external(
