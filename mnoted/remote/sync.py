@@ -132,7 +132,7 @@ class RemoteSync:
             self._ensure_loop()
 
     def _ensure_loop(self) -> None:
-        with self._lock:
+        with self._lock:  # (reentrant: sync_now holds it)
             if self._thread is not None or self._stopping or not self._started:
                 return
             self._next_fetch = min(self._next_fetch, self._clock())
@@ -183,7 +183,9 @@ class RemoteSync:
                 self._save()
             self._wanted.append(done)
             self._lock.notify_all()
-        self._ensure_loop()
+            # (under the lock that the loop ends under: a loop already running takes this
+            # request, else one starts; never a second loop for nothing)
+            self._ensure_loop()
         done.wait(timeout)
         return self.status()
 
