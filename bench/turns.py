@@ -1,14 +1,16 @@
 """Two versions of the daemon taking turns: is a change to the write path faster or slower?
 
 A daemon from each checkout (``--before``, ``--after``: folders holding a ``mnoted``
-package, e.g. ``git worktree add /tmp/before <commit>``) serves a 100-file workspace of its
-own; one client sends single `markdown_edit` writes of the bench's 10 KB page (``--page
-big.md``: its 1 MB one), raw, on new connections, ten to one daemon, then ten to the other.
+package, e.g. ``git worktree add /tmp/before <commit>``) serves a workspace of its own
+(``--files``, 100 by default); one client sends single `markdown_edit` writes of the
+bench's 10 KB page (``--page big.md``: its 1 MB one), raw, on new connections, ten to one
+daemon, then ten to the other.
 Both orders are run, since the one taking the second turn has an edge (about 2% on this
 project's machine); the ratio with that edge taken out is the square root of the two
 orders' ratios.
 
     python bench/turns.py --before /tmp/before --after . [--writes 1500] [--page big.md]
+        [--files 100000]
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ from daemon import Daemon, edit_body, raw_request, workspace
 from fixture import daemon_env
 
 
-def start(tree: Path, base: Path, writes: int, page: str) -> tuple[Daemon, list[bytes]]:
+def start(tree: Path, base: Path, writes: int, page: str, files: int) -> tuple[Daemon, list[bytes]]:
     env = {**daemon_env(base), "PYTHONPATH": str(tree.resolve())}
-    root = workspace(base, 100, env)
+    root = workspace(base, files, env)
     with (root / page).open("a") as fh:
         fh.write("\nmnoted bench marker A\n")
     daemon = Daemon(root, base, env)
@@ -38,13 +40,14 @@ def start(tree: Path, base: Path, writes: int, page: str) -> tuple[Daemon, list[
 
 
 def one_order(
-    first: Path, second: Path, writes: int, page: str
+    first: Path, second: Path, writes: int, page: str, files: int
 ) -> tuple[tuple[float, float], tuple[float, float]]:
     """Median and p99 ms of a write by each daemon, ``first`` taking the first turn of each
     pair."""
     with tempfile.TemporaryDirectory() as tmp:
         pair = [
-            start(tree, Path(tmp) / f"d{i}", writes, page) for i, tree in enumerate((first, second))
+            start(tree, Path(tmp) / f"d{i}", writes, page, files)
+            for i, tree in enumerate((first, second))
         ]
         try:
             for daemon, bodies in pair:  # warmed up, not timed
@@ -75,13 +78,15 @@ def main() -> None:
     parser.add_argument(
         "--page", choices=("page.md", "big.md"), default="page.md", help="10 KB or 1 MB"
     )
+    parser.add_argument("--files", type=int, default=100, help="notes in each workspace")
     args = parser.parse_args()
-    (before_1, b99_1), (after_2, a99_2) = one_order(args.before, args.after, args.writes, args.page)
+    run = (args.writes, args.page, args.files)
+    (before_1, b99_1), (after_2, a99_2) = one_order(args.before, args.after, *run)
     print(
         f"before first: before {before_1:.3f} ms (p99 {b99_1:.2f}), after {after_2:.3f} ms"
         f" (p99 {a99_2:.2f}), ratio {after_2 / before_1:.3f}"
     )
-    (after_1, a99_1), (before_2, b99_2) = one_order(args.after, args.before, args.writes, args.page)
+    (after_1, a99_1), (before_2, b99_2) = one_order(args.after, args.before, *run)
     print(
         f"after first:  after {after_1:.3f} ms (p99 {a99_1:.2f}), before {before_2:.3f} ms"
         f" (p99 {b99_2:.2f}), ratio {after_1 / before_2:.3f}"

@@ -185,6 +185,10 @@ if _renameat2 is not None:
         ctypes.c_uint,
     )
 RENAME_EXCHANGE = 2
+_fallocate = getattr(_libc, "fallocate64", None) or getattr(_libc, "fallocate", None)
+if _fallocate is not None:
+    _fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+_NOT_ALLOCATED = {errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
 
 
 def renameat2(src_fd: int, src: str, dst_fd: int, dst: str, flags: int) -> None:
@@ -194,6 +198,18 @@ def renameat2(src_fd: int, src: str, dst_fd: int, dst: str, flags: int) -> None:
     if _renameat2(src_fd, os.fsencode(src), dst_fd, os.fsencode(dst), flags) != 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code), dst)
+
+
+def allocate(fd: int, size: int) -> None:
+    """Reserve ``size`` bytes of blocks for a new file (Linux's ``fallocate``, which ``os``
+    lacks; not glibc's ``posix_fallocate``, which writes zeros where the file system cannot).
+    Where the file system does not reserve, nothing is done; a full disk raises."""
+    if _fallocate is None or size <= 0:
+        return
+    if _fallocate(fd, 0, 0, size) != 0:
+        code = ctypes.get_errno()
+        if code not in _NOT_ALLOCATED:
+            raise OSError(code, os.strerror(code))
 
 
 def exchange(src_fd: int, src: str, dst_fd: int, dst: str) -> None:

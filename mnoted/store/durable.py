@@ -13,10 +13,13 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
 
 log = logging.getLogger("mnoted.store")
+
+T = TypeVar("T")
 
 _WORKERS = 8
 _pool: ThreadPoolExecutor | None = None
@@ -52,6 +55,12 @@ class Syncing:
         self._owned = []
         if error is not None:
             raise error
+
+
+def run(fn: Callable[..., T], *args: Any) -> Future[T]:
+    """``fn(*args)`` on the pool: work that mostly runs without the GIL (checksums, writes)
+    goes on beside the caller's."""
+    return _executor().submit(fn, *args)
 
 
 def close_later(fd: int) -> None:

@@ -92,16 +92,36 @@ def acquire(
     The content is fsynced unless ``sync`` is False: then the caller syncs ``lock.token``
     itself (with other files, in one wait) before :meth:`HeldLock.commit`.
     """
+    token, fd = make_token(gitdir, target)
+    try:
+        try:
+            os.write(fd, content)
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        os.unlink(token)
+        raise
+    return take(gitdir, target, token, wait=wait)
+
+
+def make_token(gitdir: Path, target: str | os.PathLike[str]) -> tuple[str, int]:
+    """A new ownership token for a lock on ``target`` and its fd, open for writing: what
+    the lock will hold is written here before :func:`take` (a caller that does not take it
+    removes it)."""
+    tokens, named = _token_names(os.fspath(gitdir), os.fspath(target))
+    token = f"{named}.{os.getpid()}.{secrets.token_hex(6)}"
+    return token, in_folder(tokens, lambda: _make_token(token))
+
+
+def take(
+    gitdir: Path, target: str | os.PathLike[str], token: str, *, wait: float = WAIT_SECONDS
+) -> HeldLock:
+    """Take ``<target>.lock`` as the token :func:`make_token` made (and the caller filled),
+    retrying up to ``wait`` seconds; the token is removed if the lock is not taken."""
     dest = os.fspath(target)
     tokens, named = _token_names(os.fspath(gitdir), dest)
-    token = f"{named}.{os.getpid()}.{secrets.token_hex(6)}"
-    fd = in_folder(tokens, lambda: _make_token(token))
-    try:
-        os.write(fd, content)
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
     lock = dest + ".lock"
     deadline = time.monotonic() + wait
     delay = 0.002

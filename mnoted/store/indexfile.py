@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mnoted.store.dirfd import allocate
 from mnoted.store.indexstat import Unsupported, read_varint
 
 _HEADER = struct.Struct(">4sII")
@@ -60,6 +61,15 @@ class _Tree:
     count: int  # entries below it; -1: invalid
     subtrees: int
     oid: bytes | None
+    raw: bytes = b""  # its bytes in the extension
+
+    def __post_init__(self) -> None:
+        self.raw = self.name + b"\0" + b"%d %d\n" % (self.count, self.subtrees) + (self.oid or b"")
+
+    def invalidate(self) -> None:
+        """Git's mark of a folder whose entries changed: its tree id is to be computed again."""
+        self.count, self.oid = -1, None
+        self.__post_init__()
 
 
 class IndexFile:
@@ -191,8 +201,8 @@ class IndexFile:
     def _invalidate(self, name: bytes) -> None:
         folders = {b"", *_ancestors(name)}
         for node in self._tree:
-            if node.path in folders:
-                node.count, node.oid = -1, None
+            if node.path in folders and node.count >= 0:
+                node.invalidate()
 
     def buffers(self) -> list[bytes]:
         """The file's bytes as a list of buffers, its SHA-1 trailer last."""
@@ -223,8 +233,11 @@ class IndexFile:
         return b"".join(self.buffers())
 
     def write(self, fd: int) -> None:
-        """Write the file's bytes to ``fd`` (a new, empty file)."""
+        """Write the file's bytes to ``fd`` (a new, empty file). Its blocks are reserved
+        first: ext4 writes out at once the unallocated blocks of a file renamed over another
+        (``auto_da_alloc``), and the landing's next syncs would wait for megabytes."""
         buffers = self.buffers()
+        allocate(fd, sum(len(b) for b in buffers))
         for start in range(0, len(buffers), _IOV):
             part = buffers[start : start + _IOV]
             done = os.writev(fd, part)
@@ -234,10 +247,7 @@ class IndexFile:
     def _extensions(self) -> bytes:
         tree = b""
         if self._tree:
-            body = b"".join(
-                n.name + b"\0" + b"%d %d\n" % (n.count, n.subtrees) + (n.oid or b"")
-                for n in self._tree
-            )
+            body = b"".join([n.raw for n in self._tree])
             tree = b"TREE" + struct.pack(">I", len(body)) + body
         return tree + self._kept
 

@@ -46,12 +46,14 @@ workspace most of the time (``docs/store.md``, *The Git index*)."""
 
 @dataclass(slots=True)
 class IndexWrite:
-    """A Git index written into its lock file during a landing, to be put in place."""
+    """A Git index being written during a landing into a lock's ownership token (not yet
+    the lock: a person's ``git`` goes on meanwhile), to be put in place."""
 
-    held: gitlock.HeldLock
-    before: object  # the stamp of the index it was patched from
-    index: indexfile.IndexFile
+    token: str
+    before: object  # the stamp of the index it is patched from
     entries: dict[str, gitindex.Entry]
+    written: Future[indexfile.IndexFile]  # the patched index, once all in the token
+    settled: bool = False  # installed or abandoned
 
 
 class IndexKeeper:
@@ -231,13 +233,14 @@ class IndexKeeper:
         return out
 
     def prepare(self, commit: str, paths: Iterable[str]) -> IndexWrite | None:
-        """Write the Git index with the entries of the paths a landing writes set to
-        ``commit``'s, into ``index.lock``, while the landing waits for the disk;
-        :meth:`install` renames it into place once the branch has moved. A person's
-        ``git status`` then never shows a staged reversion of the landing, nor does their
-        ``git commit`` commit one (``store.indexfile``). Where that cannot be done now
-        (someone's ``index.lock``, an index this patch does not handle) the paths stay
-        pending for the refresh in idle time: None."""
+        """Start writing the Git index with the entries of the paths a landing writes set to
+        ``commit``'s, on the fsync pool while the landing goes on (the checksum and the
+        write, most of its cost, run without the GIL). It is written into the ownership
+        token of an ``index.lock`` not yet taken: the lock is taken, and the file put in
+        place, by :meth:`install` once the branch has moved (:meth:`abandon` drops it). A
+        person's ``git status`` then never shows a staged reversion of the landing, nor does
+        their ``git commit`` commit one (``store.indexfile``); their ``git`` finds the index
+        locked only for that moment. None while a refresh of the index runs."""
         tree = self._repo[commit].peel(pygit2.Tree)
         entries = gitindex.entries_at(tree, dict.fromkeys(paths))
         if not entries:
@@ -247,54 +250,68 @@ class IndexKeeper:
             return None
         index_path = self.gitdir / "index"
         try:
-            held = gitlock.acquire(self.gitdir, index_path, wait=0.0, sync=False)
-        except (LockBusy, StorageError, OSError) as exc:
+            token, fd = gitlock.make_token(self.gitdir, index_path)
+        except OSError as exc:
             log.info("the Git index is refreshed later: %s", exc)
             return None
-        try:
-            before = indexstat.stamp(index_path)
-            kept = self._file
-            self._file = None
-            if kept is not None and kept[0] == before:
-                index = kept[1]
-            else:
-                index = indexfile.IndexFile.parse(index_path.read_bytes())
-            if index.conflicted:  # (the person's conflicts: theirs to resolve, left alone)
-                raise indexstat.Unsupported("the Git index holds unmerged entries")
-            index.set(entries)
-            fd = os.open(held.lock, os.O_WRONLY | os.O_CLOEXEC)
-            try:
-                index.write(fd)
-            finally:
-                os.close(fd)
-        except (indexstat.Unsupported, OSError, ValueError, struct.error) as exc:
-            held.release()
-            log.info("the Git index is refreshed later: %s", exc)
-            return None
-        return IndexWrite(held, before, index, entries)
+        before = indexstat.stamp(index_path)
+        kept, self._file = self._file, None  # (the pool's until install or abandon)
+        parsed = kept[1] if kept is not None and kept[0] == before else None
+        written = durable.run(_patch, index_path, parsed, entries, fd)
+        return IndexWrite(token, before, entries, written)
 
     def install(self, prepared: IndexWrite) -> None:
-        """Put a prepared index in place. The replaced file is closed on the fsync pool: its
-        last name gone, freeing its pages (megabytes at 100,000 files) would otherwise be paid
-        before the answer."""
+        """Put a prepared index in place, unless someone wrote the index since it was read
+        or holds its lock (the paths stay pending for a refresh). The replaced file is
+        closed on the fsync pool: its last name gone, freeing its pages (megabytes at
+        100,000 files) would otherwise be paid before the answer."""
+        prepared.settled = True
         index_path = self.gitdir / "index"
+        try:
+            index = prepared.written.result()
+            held = gitlock.take(self.gitdir, index_path, prepared.token, wait=0.0)
+        except Exception as exc:  # (the branch has moved: the index is refreshed later)
+            _drop(prepared.token)
+            expected = (LockBusy, StorageError, indexstat.Unsupported, OSError, ValueError)
+            known = isinstance(exc, (*expected, struct.error))
+            log.log(
+                logging.INFO if known else logging.WARNING,
+                "the Git index is refreshed later: %s",
+                exc,
+                exc_info=not known,
+            )
+            return
+        if indexstat.stamp(index_path) != prepared.before:  # (a `git add` meanwhile)
+            held.release()
+            return
         try:
             replaced = os.open(index_path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             replaced = None
         try:
-            prepared.held.commit(sync=False)
+            held.commit(sync=False)
         except OSError as exc:
-            prepared.held.release()
+            held.release()
             log.info("the Git index is refreshed later: %s", exc)
             return
         finally:
             if replaced is not None:
                 durable.close_later(replaced)
         after = indexstat.stamp(index_path)
-        self._file = (after, prepared.index)
+        self._file = (after, index)
         self._synced.update(prepared.entries)
         self._carry(prepared.before, after, prepared.entries)
+
+    @staticmethod
+    def abandon(prepared: IndexWrite) -> None:
+        """Drop a prepared index not installed (the branch did not move): the index stays
+        as it was."""
+        if prepared.settled:
+            return
+        prepared.settled = True
+        with contextlib.suppress(Exception):  # (whatever it was, nothing is put in place)
+            prepared.written.result()
+        _drop(prepared.token)
 
     def collect(self, *, block: bool) -> None:
         """Take in a background refresh that ended (or wait for it with ``block``)."""
@@ -318,3 +335,28 @@ class IndexKeeper:
         self._side.clear_index_pending(
             [path for path, entry in entries.items() if now[path] == entry]
         )
+
+
+def _patch(
+    index_path: Path,
+    parsed: indexfile.IndexFile | None,
+    entries: dict[str, gitindex.Entry],
+    fd: int,
+) -> indexfile.IndexFile:
+    """The index (``parsed``, or read from ``index_path``) with ``entries`` set, written to
+    ``fd`` (closed here); on the fsync pool. A person's unmerged entries are theirs to
+    resolve: left alone (:class:`~mnoted.store.indexstat.Unsupported`)."""
+    try:
+        index = parsed if parsed is not None else indexfile.IndexFile.parse(index_path.read_bytes())
+        if index.conflicted:
+            raise indexstat.Unsupported("the Git index holds unmerged entries")
+        index.set(entries)
+        index.write(fd)
+    finally:
+        os.close(fd)
+    return index
+
+
+def _drop(token: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(token)

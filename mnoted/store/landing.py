@@ -104,17 +104,33 @@ class Landing:
         them in place); then the branch's folder. The journal may become durable before the pack's
         names do: recovery drops a journaled commit whose objects are missing, and the
         branch moves only after all of them. ``meanwhile`` runs during the second wait (see
-        :meth:`_sync_landing`), after the Git index is written beside its lock
-        (:meth:`IndexKeeper.prepare`); the index is put in place once the branch has moved.
+        :meth:`_sync_landing`). The Git index is written beside its lock on the fsync pool
+        all along (:meth:`IndexKeeper.prepare`) and put in place once the branch has moved.
         """
+        # The Git index is written on the pool from now until the branch has moved.
+        commit = pending[-1].result.commit
+        prepared = self._git_index.prepare(commit, [p for s in pending for p in s.paths])
+        try:
+            return self._land(pending, prepared, meanwhile)
+        finally:
+            if prepared is not None:  # (unless installed: the branch did not move)
+                self._git_index.abandon(prepared)
+
+    def _land(
+        self,
+        pending: list[PendingCommit],
+        prepared: IndexWrite | None,
+        meanwhile: Callable[[], object] | None,
+    ) -> tuple[Entry, FileWrites | None] | None:
+        """:meth:`land` beside the Git index being written."""
         self.settle()  # (the one journal is the last landing's until its folders are synced)
+        parent, last = pending[0].result.parent, pending[-1]
         wrote_pack = len(self._upkeep.staging) > 0
         pack = (  # synced on the fsync pool while the branch is locked and the files written
             packs.PackWrite(self.pack_dir, packs.entries_of(self._upkeep.staging.objects()))
             if wrote_pack
             else None
         )
-        parent, last = pending[0].result.parent, pending[-1]
         # libgit2 finds them in the new pack (it rescans on a miss); the head stays at hand
         self._upkeep.staging.clear(keep=pygit2.Oid(hex=last.result.commit))
         entry = Entry(
@@ -139,16 +155,6 @@ class Landing:
                 return None
             raise
         writes: FileWrites | None = None
-        prepared: IndexWrite | None = None
-
-        def during() -> None:
-            nonlocal prepared
-            prepared = self._git_index.prepare(
-                last.result.commit, [p for s in pending for p in s.paths]
-            )
-            if meanwhile is not None:
-                meanwhile()
-
         try:
             try:
                 self.journal.write(entry, sync=False)
@@ -168,7 +174,8 @@ class Landing:
                         raise Unsettled
                 ready, pack = pack, None  # once tried, never tried again below
                 self._put_pack(ready)
-                self._sync_landing(held.token, wrote_pack, writes.fds() if writes else [], during)
+                files = writes.fds() if writes else []
+                self._sync_landing(held.token, wrote_pack, files, meanwhile)
                 faults.point("landing-synced")
                 if writes is not None and writes.moved():
                     # The same check once more, after the syncs and just before the branch
@@ -204,12 +211,9 @@ class Landing:
             if writes is not None:
                 writes.sync_folder_with(os.path.dirname(held.target))
             if prepared is not None:
-                installing, prepared = prepared, None
-                self._git_index.install(installing)
+                self._git_index.install(prepared)
             faults.point("ref-updated")
         except BaseException as exc:
-            if prepared is not None:  # (the branch did not move: the index stays as it was)
-                prepared.held.release()
             if writes is not None:  # the temporary files go; recovery writes the files
                 writes.close()
             if isinstance(exc, Unsettled):
