@@ -62,7 +62,8 @@ def test_a_state_folder_left_in_the_work_tree_is_moved_whole(daemon: DaemonProce
     # The layout an earlier mnoted left: the whole folder in the work tree, ignored by its
     # own .gitignore, with what the last run wrote still in the sidecar's log.
     state = root / STATE_DIR
-    assert (state / "tokens.json").is_file() and (state / "reviews.sqlite3").is_file()
+    assert (state / "tokens.json").is_file() and (state / "state.sqlite3").is_file()
+    assert not (state / "reviews.sqlite3").exists()  # (sessions are in state.sqlite3)
     (state / ".gitignore").write_text("*\n")
     shutil.move(state, root / LEGACY_STATE_DIR)
 
