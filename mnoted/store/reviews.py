@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mnoted.store.sidecar import Sidecar, Tables, damaged, move_aside
+from mnoted.store.sidecar import Sidecar, Tables, damaged, foreign, move_aside
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,8 @@ def adopt_legacy(side: Sidecar, state_dir: Path) -> list[str]:
     old = state_dir / LEGACY_FILE
     if not old.exists():
         return []
+    if foreign(old):
+        return [_moved(old)]
     conn = side.conn
     try:
         conn.execute("ATTACH DATABASE ? AS legacy", (str(old),))
@@ -83,16 +85,11 @@ def adopt_legacy(side: Sidecar, state_dir: Path) -> list[str]:
                 conn.execute("ROLLBACK")
             raise
     except sqlite3.DatabaseError as exc:
+        warning = _moved(old) if damaged(exc) else None  # (before a detach deletes its log)
         with contextlib.suppress(sqlite3.Error):
             conn.execute("DETACH DATABASE legacy")
-        if not damaged(exc):
+        if warning is None:
             raise
-        aside = move_aside(old)
-        warning = (
-            f"the review sessions of an earlier mnoted ({LEGACY_FILE}) could not be read; "
-            f"the file was moved to {aside.name}"
-        )
-        log.warning("%s", warning)
         return [warning]
     conn.execute("DETACH DATABASE legacy")
     # (a checkpoint syncs the log and the database: the copy is on disk before the original
@@ -102,6 +99,16 @@ def adopt_legacy(side: Sidecar, state_dir: Path) -> list[str]:
         Path(str(old) + suffix).unlink(missing_ok=True)
     log.info("took %d review records from %s into the workspace database", copied, old)
     return []
+
+
+def _moved(old: Path) -> str:
+    aside = move_aside(old)
+    warning = (
+        f"the review sessions of an earlier mnoted ({LEGACY_FILE}) could not be read; "
+        f"the file was moved to {aside.name}"
+    )
+    log.warning("%s", warning)
+    return warning
 
 
 class ReviewStore:

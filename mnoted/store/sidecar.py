@@ -110,6 +110,34 @@ def move_aside(path: Path, now: float | None = None) -> Path:
     return aside
 
 
+def _prepare(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute(_META)
+
+
+def foreign(path: Path) -> bool:
+    """Whether ``path`` holds something other than a SQLite database (an empty file is
+    one SQLite fills)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except (FileNotFoundError, IsADirectoryError):
+        return False
+    return bool(head) and head != b"SQLite format 3\x00"
+
+
+def _aside(path: Path) -> str:
+    """Move a damaged database aside; the warning that says so."""
+    aside = move_aside(path)
+    warning = (
+        f"the workspace database could not be read ({path.name}); it was moved to "
+        f"{aside.name}, with the review sessions and grants it held, and a new one made"
+    )
+    log.warning("%s", warning)
+    return warning
+
+
 def damaged(exc: sqlite3.DatabaseError) -> bool:
     """Whether ``exc`` says the file is not a database SQLite can read (not, say, locked)."""
     code = getattr(exc, "sqlite_errorcode", None)
@@ -177,9 +205,9 @@ class _Later:
 class Sidecar:
     """One connection to the workspace database; owned by the workspace's thread."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, conn: sqlite3.Connection | None = None) -> None:
         self.path = path
-        self.conn = self._connect(path)
+        self.conn = conn if conn is not None else self._connect(path)
         self.warnings: list[str] = []  # what the open found wrong (a file moved aside)
         self._depth = 0  # open transactions: the outer one a BEGIN, inner ones savepoints
         # Rows read or written through this connection (the only writer): a write looks up
@@ -199,9 +227,7 @@ class Sidecar:
     def _connect(path: Path) -> sqlite3.Connection:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=True)
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(_META)
+            _prepare(conn)
         except BaseException:
             conn.close()
             raise
@@ -211,33 +237,32 @@ class Sidecar:
     def open(cls, path: Path, groups: Iterable[Tables] = ()) -> Sidecar:
         """Open the database with this module's tables and ``groups`` (:meth:`setup`).
 
-        A file SQLite cannot read is moved aside (:func:`move_aside`) and a new one made,
-        with a warning in :attr:`warnings`. An empty or reset sidecar group has no
+        A file SQLite cannot read is moved aside (:func:`move_aside`), before its connection
+        closes (a closing connection deletes the log it finds beside it), and a new one
+        made, with a warning in :attr:`warnings`. An empty or reset sidecar group has no
         ``indexed_head``, so the first catch-up rebuilds it.
         """
         wanted = (SIDECAR, *groups)
+        warnings = [_aside(path)] if foreign(path) else []
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=True)
         try:
-            side = cls(path)
-            try:
-                side.setup(wanted)
-            except BaseException:
-                side.close()
-                raise
-            return side
+            _prepare(conn)
+            side = cls(path, conn)
+            side.setup(wanted)
         except sqlite3.DatabaseError as exc:
+            if damaged(exc):
+                warnings.append(_aside(path))
+            conn.close()
             if not damaged(exc):
                 raise StorageError(
                     f"the workspace database {path} cannot be opened: {exc}"
                 ) from exc
-        aside = move_aside(path)
-        warning = (
-            f"the workspace database could not be read ({path.name}); it was moved to "
-            f"{aside.name}, with the review sessions and grants it held, and a new one made"
-        )
-        log.warning("%s", warning)
-        side = cls(path)
-        side.warnings.append(warning)
-        side.setup(wanted)
+            side = cls(path)
+            side.setup(wanted)
+        except BaseException:
+            conn.close()
+            raise
+        side.warnings = warnings
         return side
 
     def setup(self, groups: Iterable[Tables]) -> None:
