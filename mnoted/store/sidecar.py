@@ -103,6 +103,10 @@ def move_aside(path: Path, now: float | None = None) -> Path:
     (whatever it held stays there for a person to look at); the new name of the file."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
     aside = path.with_name(f"{path.name}.damaged-{stamp}")
+    n = 1
+    while any(os.path.lexists(str(aside) + s) for s in ("", "-wal", "-shm")):
+        n += 1  # (one moved aside in the same second stays too)
+        aside = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
     for suffix in ("", "-wal", "-shm"):
         src = Path(str(path) + suffix)
         if os.path.lexists(src):
@@ -310,7 +314,7 @@ class Sidecar:
             raise
 
     def _make(self, group: Tables, version: str | None, legacy: bool) -> None:
-        """Drop ``group``'s tables (a derived group of another version) and make them."""
+        """Make ``group``'s tables; a derived group's are dropped first (another version's)."""
         results: list[tuple[object, ...]] = []
         if group is SIDECAR:
             if version is not None and self.get_meta(_KEYS_SCOPED) == "actor":
@@ -324,7 +328,7 @@ class Sidecar:
                 version,
                 group.version,
             )
-        for table in group.tables:
+        for table in () if group.kept else group.tables:
             self.conn.execute(f"DROP TABLE IF EXISTS {table}")  # declared names only
         for statement in statements(group.schema):
             self.conn.execute(statement)

@@ -15,7 +15,7 @@ from mnoted.errors import StorageError
 from mnoted.store import Workspace
 from mnoted.store.facades import BLOCK_IDS, GRANTS, BlockIds, Grants, IdEntries
 from mnoted.store.reviews import LEGACY_FILE, REVIEWS, ReviewStore, adopt_legacy
-from mnoted.store.sidecar import SCHEMA_VERSION, Sidecar, Tables
+from mnoted.store.sidecar import SCHEMA_VERSION, Sidecar, Tables, move_aside
 
 GROUPS = (REVIEWS, BLOCK_IDS, GRANTS)
 
@@ -251,3 +251,29 @@ def test_a_database_with_a_damaged_first_page_is_moved_aside(tmp_path: Path) -> 
     side.close()
     aside = list(tmp_path.glob("state.sqlite3.damaged-*"))
     assert [p.read_bytes() for p in aside if not p.name.endswith(("-wal", "-shm"))] == [bytes(data)]
+
+
+def test_a_second_connection_of_the_same_thread_could_not_write_during_a_transaction(
+    tmp_path: Path,
+) -> None:
+    """Why the review store shares the sidecar's connection: a connection of its own, on the
+    workspace's thread, would wait for the write lock that thread's open transaction holds
+    (until busy_timeout; here none), and fail."""
+    side, _ = open_side(tmp_path)
+    other = sqlite3.connect(tmp_path / "state.sqlite3", isolation_level=None, timeout=0)
+    side.begin()
+    side.put_file("a.md", "blob1", "c1", "doc_1")
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        other.execute("INSERT INTO contexts VALUES ('run', 1.0, '{}')")
+    side.rollback()
+    other.close()
+    side.close()
+
+
+def test_files_moved_aside_in_the_same_second_are_all_kept(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite3"
+    for n in range(3):
+        path.write_bytes(f"damaged {n}".encode())
+        move_aside(path, now=0.0)
+    kept = sorted(p.read_bytes() for p in tmp_path.glob("state.sqlite3.damaged-*"))
+    assert kept == [b"damaged 0", b"damaged 1", b"damaged 2"]
