@@ -110,7 +110,7 @@ class Service:
         """Whether a call may land in a group with others (:meth:`Workspace.group`).
 
         Its tool's effects must all be in the store, and a write must not become a review
-        session (those live outside the store).
+        session (its state changes are published as they are written, before a group lands).
         """
         name = raw.get("toolName") if isinstance(raw, Mapping) else None
         spec = lookup(name) if isinstance(name, str) else None
