@@ -231,6 +231,8 @@ def print_status(health: dict[str, Any], workspaces: list[dict[str, Any]]) -> No
                     else ""
                 )
             )
+        for warning in ws.get("stateWarnings") or []:
+            print(f"  warning: {warning}")
         operation = ws.get("gitOperation")
         if operation:
             print(

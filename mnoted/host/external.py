@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from mnoted.errors import MnoteError, NotFound, PathRejected
 from mnoted.service import visibility
 from mnoted.service.executor import Service
-from mnoted.service.file_tools import GRANTS, GRANTS_BY_PATH, grant_meta, read_grant
+from mnoted.service.file_tools import grant_meta, read_grant
 from mnoted.store import Workspace, trees
 from mnoted.store.config import CONFIG_PATH
 from mnoted.store.paths import hard_linked
@@ -135,7 +135,7 @@ class ExternalEdits:
         if grant is not None:
             for path in committed:
                 grant["blob"] = ws.blob_id(path)
-            ws.sidecar.put(GRANTS, grant["grantId"], json.dumps(grant))
+            ws.grants.put(grant["grantId"], json.dumps(grant))
         for path in result.paths:
             document_id = None
             if path.lower().endswith(".md") and ws.blob_id(path) is not None:
@@ -143,7 +143,7 @@ class ExternalEdits:
                     document_id = ws.resolve(path).document_id
                     # Carry block ids over now only where ids were handed out before; a page
                     # nobody has read gets the same ids when it is first read.
-                    if ws.sidecar.get("lastblob", document_id) is not None:
+                    if ws.block_ids.last_blob(document_id) is not None:
                         self.service.pages.load(ws, path)
                 except NotFound:
                     document_id = None
@@ -211,7 +211,7 @@ class ExternalEdits:
     def _open_grant(self, path: str) -> dict[str, Any] | None:
         """The open file grant on ``path``, whose holder owns edits made there."""
         assert self.ws is not None
-        grant = read_grant(self.ws, self.ws.sidecar.get(GRANTS_BY_PATH, path))
+        grant = read_grant(self.ws, self.ws.grants.by_path(path))
         return grant if grant is not None and grant["expiresAt"] > time.time() else None
 
     def apply_batch(self, batch: SettledBatch) -> None:

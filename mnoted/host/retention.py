@@ -1,10 +1,10 @@
 """How long the workspace's own records outlive the writes they describe.
 
-A write keeps its answer beside its commit, to replay a retry
-(``.git/mnote/state/state.sqlite3``); a write held for review keeps its session with the
-preview (``reviews.sqlite3``). Kept for ever, they outgrow the notes' history. Git keeps
-the writes themselves; these go once nobody can need them. What is still open (a proposal
-awaiting its review, a stale or failed one that can be retried) stays however old it is.
+A write keeps its answer beside its commit, to replay a retry; a write held for review keeps
+its session with the preview (both in ``.git/mnote/state/state.sqlite3``). Kept for ever,
+they outgrow the notes' history. Git keeps the writes themselves; these go once nobody can
+need them. What is still open (a proposal awaiting its review, a stale or failed one that
+can be retried) stays however old it is.
 """
 
 from __future__ import annotations

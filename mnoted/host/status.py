@@ -85,6 +85,8 @@ def store_status(host: Host, actor: Actor, listed: int) -> dict[str, Any]:
         "gitOperation": None
         if operation is None
         else {"operation": operation[0], "end": operation[1]},
+        # (they name the workspace's files: the owner's)
+        "stateWarnings": ws.state_warnings if actor.is_owner else [],
     }
 
 

@@ -82,7 +82,7 @@ def adopt(
         return 0
     adopted = 0
     for path, blob in _changed_pages(repo, old, head):
-        if ws.sidecar.get("blockids", blob) is not None or blob not in notes:
+        if ws.block_ids.entry(blob) is not None or blob not in notes:
             continue
         note = repo[notes[blob].id]
         if not isinstance(note, pygit2.Blob):

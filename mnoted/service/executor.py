@@ -34,7 +34,6 @@ from mnoted.service.calls import CACHED, HANDLERS, STORE_ONLY, Call, approval_re
 from mnoted.service.events import EventBus
 from mnoted.service.pages import PageCache
 from mnoted.store import WorkspaceApi
-from mnoted.store.reviews import ReviewStore
 
 
 def _read_key(call: Call) -> str:
@@ -98,7 +97,7 @@ class Service:
         self.reads = reads if reads is not None else readcache.ReadCache()
         self.events = events if events is not None else EventBus()
         self.clock = clock
-        self.review_store: ReviewStore | None = None  # opened on first use: service.review
+        self.reviews_recovered = False  # review_sessions.store_of settled interrupted sessions
 
     def add(self, ws: WorkspaceApi) -> None:
         """Serve ``ws`` (a service serves one workspace; binding another is a bug)."""
@@ -111,7 +110,7 @@ class Service:
         """Whether a call may land in a group with others (:meth:`Workspace.group`).
 
         Its tool's effects must all be in the store, and a write must not become a review
-        session (those live outside the store).
+        session (its state changes are published as they are written, before a group lands).
         """
         name = raw.get("toolName") if isinstance(raw, Mapping) else None
         spec = lookup(name) if isinstance(name, str) else None

@@ -28,9 +28,6 @@ from mnoted.service.actors import utc_iso
 from mnoted.service.calls import Call, WritePlan, approval_required, handles, hidden
 from mnoted.store import Change, CommandMeta, WorkspaceApi, Write
 
-GRANTS = "grants"
-GRANTS_BY_PATH = "grant_by_path"  # path -> an open grant's id, kept by grants made before
-# private copies (the watcher commits edits of those as the grant's holder's)
 COPIES = (".mnote", "grants")
 """Where grants' private copies live: not watched, not committed, ignored by Git."""
 
@@ -86,7 +83,7 @@ def file_grant(call: Call) -> WritePlan:
     if not call.request.dryRun:
         _sweep(call.ws, call.now)
         _write_copy(copy, call.ws.read_blob(loaded.blob) or b"")
-        call.ws.sidecar.put(GRANTS, grant_id, json.dumps(record))
+        call.ws.grants.put(grant_id, json.dumps(record))
     plan = WritePlan(
         command=call.spec.command or "file.grant",
         changes=[],
@@ -164,7 +161,7 @@ def _sweep(ws: WorkspaceApi, now: float) -> None:
     for name in names:
         grant = read_grant(ws, name)
         if grant is None or grant["expiresAt"] <= now:
-            ws.sidecar.delete(GRANTS, name)
+            ws.grants.delete(name)
             _remove_copy(ws, name)
 
 
@@ -181,7 +178,7 @@ def grant_meta(grant: dict[str, Any]) -> CommandMeta:
 
 def read_grant(ws: WorkspaceApi, grant_id: str | None) -> dict[str, Any] | None:
     """A grant as it was recorded (expired or not), or None."""
-    raw = ws.sidecar.get(GRANTS, grant_id) if grant_id else None
+    raw = ws.grants.get(grant_id) if grant_id else None
     return dict(json.loads(raw)) if raw else None
 
 
@@ -234,7 +231,7 @@ def file_release(call: Call) -> WritePlan:
     grant_id = call.args.grantId
 
     def close(ws: WorkspaceApi, commit: str) -> dict[str, Any]:
-        ws.sidecar.delete(GRANTS, grant_id)
+        ws.grants.delete(grant_id)
         _remove_copy(ws, grant_id)
         return {}
 
@@ -286,9 +283,9 @@ def _release_in_place(call: Call, grant: dict[str, Any]) -> WritePlan:
     after = parse_page(data, doc.path, previous=current)
     edit = EditResult("file.release", after, before, changed_ids(before, after))
     if not call.request.dryRun:
-        ws.sidecar.delete(GRANTS, call.args.grantId)
-        if ws.sidecar.get(GRANTS_BY_PATH, doc.path) == call.args.grantId:
-            ws.sidecar.delete(GRANTS_BY_PATH, doc.path)
+        ws.grants.delete(call.args.grantId)
+        if ws.grants.by_path(doc.path) == call.args.grantId:
+            ws.grants.drop_path(doc.path)
     result = {
         "documentId": doc.document_id,
         "path": doc.path,

@@ -1,17 +1,17 @@
-"""A page's block ids at each blob, kept in the sidecar; a long page's as changes.
+"""A page's block ids at each blob, kept in the workspace database; a long page's as changes.
 
-A short page's list is kept whole under its blob (``blockids``/<blob>, one id per line). Kept
-whole at every version, a long page's list (an id per block) would grow the sidecar by as much
-per write, for ever, and cost each write the time to store it. A long page's list is kept in a
-record of its own (``idlist``/<key>, the blob's entry holding ``@<key>``): the whole list, or
-its change from the record of the document's previous version (how many ids it keeps from that
-list's start and from its end, and the ids between). A record's key is random and a record is
-never rewritten, so a change always rests on the list it was made from, whatever later happens
-to the blob that list was kept for (its entry is rewritten when its content comes back after
-other edits). A whole list every 32 records bounds what is read to rebuild an old version's
-list; a record that cannot be read or does not add up is as good as missing, and the ids are
-carried over again. A content that comes back with the ids it had (an edit undone) adds no
-record.
+A short page's list is kept whole under its blob (table ``block_ids``, one id per line).
+Kept whole at every version, a long page's list (an id per block) would grow the database by
+as much per write, for ever, and cost each write the time to store it. A long page's list is
+kept in a record of its own (table ``id_records``, the blob's entry holding ``@<key>``): the
+whole list, or its change from the record of the document's previous version (how many ids
+it keeps from that list's start and from its end, and the ids between). A record's key is
+random and a record is never rewritten, so a change always rests on the list it was made
+from, whatever later happens to the blob that list was kept for (its entry is rewritten when
+its content comes back after other edits). A whole list every 32 records bounds what is read
+to rebuild an old version's list; a record that cannot be read or does not add up is as good
+as missing, and the ids are carried over again. A content that comes back with the ids it
+had (an edit undone) adds no record.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import os
 
 from mnoted.core.sequences import shared_ends
 from mnoted.service.lru import Bounded
-from mnoted.store import KeyValue
+from mnoted.store import BlockIds, IdEntries
 
 LONG = 256
 """Ids from which a page's list is kept in records (2.3 KB; shorter ones cost less whole)."""
@@ -48,7 +48,7 @@ class IdLists:
             _KEPT, _KEPT_IDS, lambda kept: len(kept[1])
         )
 
-    def read(self, kv: KeyValue, stored: str) -> list[str] | None:
+    def read(self, kv: BlockIds, stored: str) -> list[str] | None:
         """The ids of a blob's entry ``stored``; None if its record cannot be read."""
         if stored.startswith("@"):
             found = self._record(kv, stored[1:])
@@ -58,18 +58,15 @@ class IdLists:
             return ids
         return _split(stored, len(stored))
 
-    def entries(
-        self, kv: KeyValue, document_id: str, blob: str, ids: list[str]
-    ) -> list[tuple[str, str, str]]:
-        """The sidecar entries that keep ``ids`` as ``blob``'s, the document's newest."""
-        newest = ("lastblob", document_id, blob)
+    def entries(self, kv: BlockIds, document_id: str, blob: str, ids: list[str]) -> IdEntries:
+        """The entries that keep ``ids`` as ``blob``'s, the document's newest."""
         if len(ids) < LONG:
-            return [("blockids", blob, _joined(ids)), newest]
-        stored = kv.get("blockids", blob)
+            return IdEntries(document_id, blob, _joined(ids))
+        stored = kv.entry(blob)
         if stored is not None and stored.startswith("@"):  # a content come back (an undo)
             kept = self._kept.get(stored[1:])
             if kept is not None and kept[1] == ids:
-                return [newest]
+                return IdEntries(document_id, blob, None)
         depth, record = 0, ""
         base = self._base(kv, document_id)
         if base is not None and base[1] + 1 < _WHOLE_EVERY:
@@ -83,23 +80,23 @@ class IdLists:
             record = f"F {len(ids)}\n{_joined(ids)}"
         key = os.urandom(8).hex()
         self._kept.put(key, (depth, ids))
-        return [("idlist", key, record), ("blockids", blob, "@" + key), newest]
+        return IdEntries(document_id, blob, "@" + key, (key, record))
 
-    def _base(self, kv: KeyValue, document_id: str) -> tuple[str, int, list[str]] | None:
+    def _base(self, kv: BlockIds, document_id: str) -> tuple[str, int, list[str]] | None:
         """The record of the document's newest version: its key, depth and ids."""
-        last = kv.get("lastblob", document_id)
-        stored = None if last is None else kv.get("blockids", last)
+        last = kv.last_blob(document_id)
+        stored = None if last is None else kv.entry(last)
         if stored is None or not stored.startswith("@"):
             return None
         found = self._record(kv, stored[1:])
         return None if found is None else (stored[1:], *found)
 
-    def _record(self, kv: KeyValue, key: str, hops: int = 0) -> tuple[int, list[str]] | None:
+    def _record(self, kv: BlockIds, key: str, hops: int = 0) -> tuple[int, list[str]] | None:
         """A record's depth and ids, rebuilt from the records it rests on."""
         kept = self._kept.get(key)
         if kept is not None:
             return kept
-        text = kv.get("idlist", key)
+        text = kv.record(key)
         if text is None or hops > _WHOLE_EVERY:
             return None
         head, _, body = text.partition("\n")

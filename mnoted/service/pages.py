@@ -1,8 +1,8 @@
 """Pages as the service sees them: a document at its revision, with its block ids.
 
 Block ids are not in the files, so the service keeps the id list of every blob it has
-parsed in the store's sidecar (:mod:`mnoted.service.idlists`) and, per document, the last
-blob it knows (``lastblob``/<document id>). A blob seen for the first time takes its ids
+parsed in the workspace database (:mod:`mnoted.service.idlists`) and, per document, the last
+blob it knows (table ``last_blob``). A blob seen for the first time takes its ids
 from the document's last known version (the core's carry-over), so ids survive edits made
 in any editor. Parsed pages are cached by blob id.
 """
@@ -82,7 +82,7 @@ class PageCache:
         return page
 
     def _previous(self, ws: WorkspaceApi, doc: DocRef, blob: str) -> Page | None:
-        last = ws.sidecar.get("lastblob", doc.document_id)
+        last = ws.block_ids.last_blob(doc.document_id)
         if last is None or last == blob:
             return None
         ids = self._ids_of(ws, last)
@@ -93,12 +93,12 @@ class PageCache:
 
     def _ids_of(self, ws: WorkspaceApi, blob: str) -> list[str] | None:
         """The ids kept for ``blob``; None if none are (or they cannot be read)."""
-        stored = ws.sidecar.get("blockids", blob)
-        return None if stored is None else self._ids.read(ws.sidecar, stored)
+        stored = ws.block_ids.entry(blob)
+        return None if stored is None else self._ids.read(ws.block_ids, stored)
 
     def remember_ids(self, ws: WorkspaceApi, doc: DocRef, blob: str, page: Page) -> None:
         """Keep ``page``'s ids as those of ``blob``, the document's newest known version."""
-        ws.sidecar.put_many(self._ids.entries(ws.sidecar, doc.document_id, blob, page.block_ids()))
+        ws.block_ids.keep(self._ids.entries(ws.block_ids, doc.document_id, blob, page.block_ids()))
         self._pages.put(_key(ws, doc, blob), page)
 
     def load(self, ws: WorkspaceApi, ref: str) -> LoadedPage:

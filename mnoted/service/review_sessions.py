@@ -60,18 +60,22 @@ FINISHED = tuple(state for state, after in TRANSITIONS.items() if not after)
 
 
 def store_of(service: Service, ws: WorkspaceApi) -> ReviewStore:
-    """The workspace's review store (opened on the workspace's own thread, once)."""
-    store = service.review_store
-    if store is None:
-        store = service.review_store = ReviewStore(ws.state_dir)
+    """The workspace's review store (on the workspace's own thread).
+
+    Sessions a stop caught mid-apply are settled the first time it is asked for outside a
+    sidecar transaction: settling them is no call's effect, so it must not join a group's
+    transaction and be undone with it (``docs/store.md``, *The workspace database*).
+    """
+    store = ws.reviews
+    if not service.reviews_recovered and not store.in_transaction():
+        service.reviews_recovered = True
         _recover(service, ws, store)
     return store
 
 
 def close_store(service: Service, ws: WorkspaceApi) -> None:
-    store, service.review_store = service.review_store, None
-    if store is not None:
-        store.close()
+    """Forget that sessions were settled: a workspace opened again settles them again."""
+    service.reviews_recovered = False
 
 
 def _recover(service: Service, ws: WorkspaceApi, store: ReviewStore) -> None:

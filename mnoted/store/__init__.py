@@ -7,7 +7,7 @@ implements) and the value types below.
 
 from mnoted.store.api import WorkspaceApi
 from mnoted.store.config import WorkspaceConfig
-from mnoted.store.facades import Idempotency, KeyValue
+from mnoted.store.facades import BlockIds, Grants, Idempotency, IdEntries
 from mnoted.store.maintenance import Maintainer, PackReport
 from mnoted.store.model import (
     Change,
@@ -23,25 +23,29 @@ from mnoted.store.model import (
     Write,
 )
 from mnoted.store.paths import TEMP_PREFIX, check_new_name, is_internal, normalize
+from mnoted.store.reviews import ReviewStore
 from mnoted.store.template import template_files
 from mnoted.store.workspace import Workspace
 
 __all__ = [
     "TEMP_PREFIX",
+    "BlockIds",
     "Change",
     "CommandMeta",
     "CommandRecord",
     "CommitResult",
     "Delete",
     "DocRef",
+    "Grants",
     "HistoryEntry",
+    "IdEntries",
     "Idempotency",
     "IdempotencyRecord",
     "Identity",
-    "KeyValue",
     "Maintainer",
     "Move",
     "PackReport",
+    "ReviewStore",
     "Workspace",
     "WorkspaceApi",
     "WorkspaceConfig",

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 from mnoted.store.config import WorkspaceConfig
-from mnoted.store.facades import Idempotency, KeyValue
+from mnoted.store.facades import BlockIds, Grants, Idempotency
 from mnoted.store.model import (
     Change,
     CommandMeta,
@@ -23,6 +23,7 @@ from mnoted.store.model import (
     DocRef,
     HistoryEntry,
 )
+from mnoted.store.reviews import ReviewStore
 from mnoted.store.statcache import Key
 
 
@@ -45,7 +46,13 @@ class WorkspaceApi(Protocol):
     def head(self) -> str | None: ...
 
     @property
-    def sidecar(self) -> KeyValue: ...
+    def block_ids(self) -> BlockIds: ...
+
+    @property
+    def grants(self) -> Grants: ...
+
+    @property
+    def reviews(self) -> ReviewStore: ...
 
     @property
     def idempotency(self) -> Idempotency: ...

@@ -1,22 +1,29 @@
 """Review sessions and frozen contexts of a workspace, kept across restarts.
 
-``.git/mnote/state/reviews.sqlite3`` (never committed). A session is a proposed write and its
-preview; it is not derivable from Git until it is applied (then its commit names it in a
-``Mnote-Review-Session`` trailer). Like the rest of the store, a ``ReviewStore`` belongs to
-the thread that opened it.
+Their tables are in the workspace database (:mod:`mnoted.store.sidecar`), a *kept* group:
+a session is a proposed write and its preview, not derivable from Git until it is applied
+(then its commit names it in a ``Mnote-Review-Session`` trailer), so a version change
+migrates the tables and nothing drops them. A ``ReviewStore`` uses the sidecar's connection,
+on the workspace's thread: a write while a sidecar transaction is open joins it, and is
+undone with it (``docs/store.md``, *The workspace database*).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mnoted.store.sidecar import Sidecar, Tables, damaged, foreign, move_aside
+
 log = logging.getLogger(__name__)
 
-REVIEWS_FILE = "reviews.sqlite3"
+LEGACY_FILE = "reviews.sqlite3"
+"""The file of their own the tables had before: taken in by :func:`adopt_legacy`."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -35,25 +42,90 @@ CREATE TABLE IF NOT EXISTS contexts (
     body TEXT NOT NULL
 );
 """
+REVIEWS = Tables("reviews", "1", _SCHEMA, ("sessions", "contexts"), kept=True)
 _PUT = (
     "INSERT INTO sessions (id, document_id, state, created, updated, body) "
     "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
     "state = excluded.state, updated = excluded.updated, body = excluded.body"
 )
+_COPIES = {
+    "sessions": "id, document_id, state, created, updated, body",
+    "contexts": "run_id, created, body",
+}
+
+
+def adopt_legacy(side: Sidecar, state_dir: Path) -> list[str]:
+    """Copy the sessions and contexts of a ``reviews.sqlite3`` of an earlier mnoted into
+    the database, in one transaction, then delete that file (with its -wal, -shm).
+
+    The copy is ``INSERT OR IGNORE``: a crash between the copy and the deletion copies the
+    same rows again at the next open. A file SQLite cannot read is moved aside, not
+    deleted; the warnings returned say so.
+    """
+    old = state_dir / LEGACY_FILE
+    if not old.exists():
+        return []
+    if foreign(old):
+        return [_moved(old)]
+    conn = side.conn
+    try:
+        conn.execute("ATTACH DATABASE ? AS legacy", (str(old),))
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            copied = 0
+            for table, columns in _COPIES.items():
+                if side.has_table(table, "legacy"):
+                    copied += conn.execute(
+                        f"INSERT OR IGNORE INTO main.{table} ({columns})"
+                        f" SELECT {columns} FROM legacy.{table}"
+                    ).rowcount
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    except sqlite3.DatabaseError as exc:
+        warning = _moved(old) if damaged(exc) else None  # (before a detach deletes its log)
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("DETACH DATABASE legacy")
+        if warning is None:
+            raise
+        return [warning]
+    conn.execute("DETACH DATABASE legacy")
+    # (a checkpoint syncs the log and the database: the copy is on disk before the original
+    # goes, whatever synchronous=NORMAL leaves unsynced at a commit)
+    conn.execute("PRAGMA wal_checkpoint(FULL)")
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(old) + suffix).unlink(missing_ok=True)
+    log.info("took %d review records from %s into the workspace database", copied, old)
+    return []
+
+
+def _moved(old: Path) -> str:
+    aside = move_aside(old)
+    warning = (
+        f"the review sessions of an earlier mnoted ({LEGACY_FILE}) could not be read; "
+        f"the file was moved to {aside.name}"
+    )
+    log.warning("%s", warning)
+    return warning
 
 
 class ReviewStore:
     """Sessions by id (JSON bodies) and frozen contexts by run id."""
 
-    def __init__(self, state_dir: Path) -> None:
-        self.path = state_dir / REVIEWS_FILE
-        self._db = sqlite3.connect(self.path, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")  # WAL: safe; sessions are not notes
-        self._db.executescript(_SCHEMA)
+    def __init__(self, side: Sidecar, before: Callable[[], object]) -> None:
+        self._side = side
+        self._before = before  # checks the calling thread
 
-    def close(self) -> None:
-        self._db.close()
+    @property
+    def _db(self) -> sqlite3.Connection:
+        self._before()
+        return self._side.conn
+
+    def in_transaction(self) -> bool:
+        """Whether a write now would join an open sidecar transaction (and its fate)."""
+        return self._side.in_transaction
 
     def put(self, session: dict[str, Any], now: float) -> None:
         sid = session["sessionId"]

@@ -57,7 +57,7 @@ from mnoted.store.config import (
     WorkspaceConfig,
 )
 from mnoted.store.external import External
-from mnoted.store.facades import KeyValue
+from mnoted.store.facades import BLOCK_IDS, GRANTS, BlockIds, Grants
 from mnoted.store.filters import Clean, Filters
 from mnoted.store.heads import Heads
 from mnoted.store.indexkeeper import IndexKeeper
@@ -74,6 +74,7 @@ from mnoted.store.model import (
     Identity,
 )
 from mnoted.store.reads import Reads
+from mnoted.store.reviews import REVIEWS, ReviewStore, adopt_legacy
 from mnoted.store.settle import Settling
 from mnoted.store.sidecar import Sidecar
 from mnoted.store.statcache import Key, StatCache
@@ -109,7 +110,9 @@ class Workspace:
         self.gitdir = root / ".git"
         self.state_dir = root / STATE_DIR  # made by `open` (statedir.state_dir)
         self.config = config
-        self.sidecar = KeyValue(side, self._check_thread)
+        self.block_ids = BlockIds(side, self._check_thread)
+        self.grants = Grants(side, self._check_thread)
+        self.reviews = ReviewStore(side, self._check_thread)
         self._repo = repo
         self._side = side
         self._lock_fd = lock_fd
@@ -259,7 +262,8 @@ class Workspace:
             pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.TREE, TREE_CACHE_LIMIT)
             pygit2.settings.cache_max_size(OBJECT_CACHE_BYTES)
             gitlock.recover(root / ".git")
-            side = Sidecar.open(state / SIDECAR_NAME)
+            side = Sidecar.open(state / SIDECAR_NAME, (REVIEWS, BLOCK_IDS, GRANTS))
+            side.warnings += adopt_legacy(side, state)
             ws = cls(root, repo, config, side, lock_fd, external_identity, lock_wait)
         except BaseException:
             os.close(lock_fd)
@@ -559,6 +563,11 @@ class Workspace:
         """Recompute the sidecar (ids, revisions, history, idempotency) from Git history."""
         self.refresh()
         indexer.rebuild(self._repo, self._side, self.heads.head, self.heads.branch)
+
+    @property
+    def state_warnings(self) -> list[str]:
+        """What opening the workspace database found wrong (a damaged file moved aside)."""
+        return list(self._side.warnings)
 
     def user_identity(self) -> Identity | None:
         return self.authors.user_identity()

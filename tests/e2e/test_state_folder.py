@@ -62,7 +62,8 @@ def test_a_state_folder_left_in_the_work_tree_is_moved_whole(daemon: DaemonProce
     # The layout an earlier mnoted left: the whole folder in the work tree, ignored by its
     # own .gitignore, with what the last run wrote still in the sidecar's log.
     state = root / STATE_DIR
-    assert (state / "tokens.json").is_file() and (state / "reviews.sqlite3").is_file()
+    assert (state / "tokens.json").is_file() and (state / "state.sqlite3").is_file()
+    assert not (state / "reviews.sqlite3").exists()  # (sessions are in state.sqlite3)
     (state / ".gitignore").write_text("*\n")
     shutil.move(state, root / LEGACY_STATE_DIR)
 
@@ -80,3 +81,26 @@ def test_a_state_folder_left_in_the_work_tree_is_moved_whole(daemon: DaemonProce
     assert got["result"]["state"] == "awaiting_user", got
     daemon.wait_idle_clean()
     assert sorted(p.name for p in (root / ".mnote").iterdir()) == ["config.toml"]
+
+
+def test_a_damaged_database_is_moved_aside_and_the_status_says_so(daemon: DaemonProcess) -> None:
+    """The daemon still serves the workspace (rebuilt from Git); the file with the sessions
+    it held is kept beside it, and the owner's status names it (an agent's does not)."""
+    token = daemon.agent_token("hermes", "page.write")
+    append_held_for_review(daemon.client(token=token))
+    daemon.stop()
+    state = daemon.workspace / STATE_DIR
+    damaged = b"\x00not a database any more" * 400
+    (state / "state.sqlite3").write_bytes(damaged)
+    daemon.start()
+    assert call(daemon.client(token=token), "mnote.page.get", "plan.md")["ok"]
+    [ws] = daemon.client().request("GET", "/v1/workspaces")[1]["workspaces"]
+    assert len(ws["stateWarnings"]) == 1 and "damaged-" in ws["stateWarnings"][0]
+    [seen] = daemon.client(token=token).request("GET", "/v1/workspaces")[1]["workspaces"]
+    assert seen["stateWarnings"] == []
+    [aside] = [
+        p for p in state.glob("state.sqlite3.damaged-*") if p.name[-4:] not in ("-wal", "-shm")
+    ]
+    assert aside.read_bytes() == damaged
+    printed = daemon.cli("status")
+    assert "warning: the workspace database could not be read" in printed.stdout, printed

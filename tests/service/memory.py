@@ -26,16 +26,18 @@ from mnoted.core.blob import blob_id
 from mnoted.errors import Conflict, InvalidArguments, NotFound, PathRejected
 from mnoted.service import Actor, Service
 from mnoted.store import (
+    BlockIds,
     Change,
     CommandMeta,
     CommandRecord,
     CommitResult,
     Delete,
     DocRef,
+    Grants,
     HistoryEntry,
     Idempotency,
-    KeyValue,
     Move,
+    ReviewStore,
     WorkspaceApi,
     WorkspaceConfig,
     Write,
@@ -44,10 +46,12 @@ from mnoted.store import (
     template_files,
 )
 from mnoted.store.config import CONFIG_PATH, render
+from mnoted.store.facades import BLOCK_IDS, GRANTS
 from mnoted.store.indexer import generated_id, is_document, pinned_id, record_command
 from mnoted.store.paths import resolve
 from mnoted.store.planning import check_base, validate
 from mnoted.store.reads import commands_of, doc_ref
+from mnoted.store.reviews import REVIEWS
 from mnoted.store.sidecar import Sidecar
 from mnoted.store.statcache import Key
 from tests.service.conftest import PLAN, SECRET, Harness
@@ -80,8 +84,10 @@ class MemoryWorkspace:
         state_dir.mkdir(parents=True, exist_ok=True)
         self.root = root
         self.state_dir = state_dir
-        self._side = Sidecar.open(Path(":memory:"))
-        self.sidecar = KeyValue(self._side, lambda: None)
+        self._side = Sidecar.open(Path(":memory:"), (REVIEWS, BLOCK_IDS, GRANTS))
+        self.block_ids = BlockIds(self._side, lambda: None)
+        self.grants = Grants(self._side, lambda: None)
+        self.reviews = ReviewStore(self._side, lambda: None)
         self.idempotency = Idempotency(self._side, lambda: None)
         self.commits: dict[str, MemoryCommit] = {}
         self.blobs: dict[str, bytes] = {}

@@ -67,7 +67,7 @@ def test_a_hidden_pages_pending_edit_is_not_committed_by_an_agents_read(h: Harne
 
 
 def _grant_state(h: Harness, path: str) -> str | None:
-    return h.ws.sidecar.get("grant_by_path", path)
+    return h.ws.grants.by_path(path)
 
 
 def test_a_refused_file_grant_leaves_no_grant_behind(h: Harness) -> None:
@@ -94,7 +94,7 @@ def test_a_file_grant_on_a_stale_base_is_refused(h: Harness) -> None:
     current = h.call("mnote.page.get", agent, documentId="notes/plan.md")["result"]["revision"]
     fresh = h.write("mnote.file.grant", agent, documentId="notes/plan.md", baseRevision=current)
     assert fresh["ok"], fresh["error"]
-    assert h.ws.sidecar.get("grants", fresh["result"]["grantId"]) is not None
+    assert h.ws.grants.get(fresh["result"]["grantId"]) is not None
 
 
 def _required(h: Harness) -> None:

@@ -12,31 +12,39 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mnoted.service.idlists import LONG, IdLists
-from mnoted.store import KeyValue
+from mnoted.store import BlockIds
+from mnoted.store.facades import BLOCK_IDS
 from mnoted.store.sidecar import Sidecar
 
 
 @contextmanager
-def sidecar() -> Iterator[tuple[Sidecar, KeyValue]]:
+def sidecar() -> Iterator[tuple[Sidecar, BlockIds]]:
     with tempfile.TemporaryDirectory() as d:
-        side = Sidecar.open(Path(d) / "state.sqlite3")
+        side = Sidecar.open(Path(d) / "state.sqlite3", (BLOCK_IDS,))
         try:
-            yield side, KeyValue(side, lambda: None)
+            yield side, BlockIds(side, lambda: None)
         finally:
             side.close()
 
 
-def keep(kv: KeyValue, lists: IdLists, doc: str, blob: str, ids: list[str]) -> None:
-    kv.put_many(lists.entries(kv, doc, blob, ids))
+def keep(kv: BlockIds, lists: IdLists, doc: str, blob: str, ids: list[str]) -> None:
+    kv.keep(lists.entries(kv, doc, blob, ids))
 
 
-def read(kv: KeyValue, lists: IdLists, blob: str) -> list[str] | None:
-    stored = kv.get("blockids", blob)
+def read(kv: BlockIds, lists: IdLists, blob: str) -> list[str] | None:
+    stored = kv.entry(blob)
     return None if stored is None else lists.read(kv, stored)
 
 
 def records(side: Sidecar) -> list[str]:
-    return [str(v) for (v,) in side.conn.execute("SELECT value FROM kv WHERE namespace='idlist'")]
+    return [str(v) for (v,) in side.conn.execute("SELECT body FROM id_records")]
+
+
+def put_record(side: Sidecar, key: str, body: str | None) -> None:
+    """Damage a record by hand: rewrite it, or delete it (None)."""
+    side.conn.execute("DELETE FROM id_records WHERE key = ?", (key,))
+    if body is not None:
+        side.conn.execute("INSERT INTO id_records (key, body) VALUES (?, ?)", (key, body))
 
 
 _edit = st.tuples(
@@ -107,7 +115,7 @@ def test_a_content_that_comes_back_with_its_ids_adds_no_record() -> None:
         lists = IdLists()
         for blob, version in [("a", ids), ("b", edited), ("a", ids), ("b", edited)]:
             keep(kv, lists, "doc", blob, version)
-            assert kv.get("lastblob", "doc") == blob
+            assert kv.last_blob("doc") == blob
         assert len(records(side)) == 2
         keep(kv, lists, "doc", "a", edited)  # the same content given other ids: kept
         assert len(records(side)) == 3
@@ -117,8 +125,8 @@ def test_a_content_that_comes_back_with_its_ids_adds_no_record() -> None:
 def test_a_short_page_keeps_its_list_whole_under_its_blob() -> None:
     with sidecar() as (side, kv):
         keep(kv, IdLists(), "doc", "b", ["h_1", "p_2"])
-        assert kv.get("blockids", "b") == "h_1\np_2"
-        assert kv.get("lastblob", "doc") == "b"
+        assert kv.entry("b") == "h_1\np_2"
+        assert kv.last_blob("doc") == "b"
         assert records(side) == []
         keep(kv, IdLists(), "doc", "empty", [])
         assert read(kv, IdLists(), "empty") == []
@@ -127,24 +135,24 @@ def test_a_short_page_keeps_its_list_whole_under_its_blob() -> None:
 def test_a_record_that_is_gone_or_does_not_add_up_reads_as_missing() -> None:
     """A reader gets None (the page's ids are then carried over again), never a wrong list."""
     ids = [f"p_{n}" for n in range(LONG * 2)]
-    with sidecar() as (_side, kv):
+    with sidecar() as (side, kv):
         lists = IdLists()
         keep(kv, lists, "doc", "first", ids)
         keep(kv, lists, "doc", "second", ids[:-1])
         keep(kv, lists, "doc", "third", ids[:-2])
-        first = kv.get("blockids", "first")[1:]
-        second = kv.get("blockids", "second")[1:]
-        assert kv.get("idlist", second).startswith(f"D {first} 1 ")
-        record = kv.get("idlist", first)
-        kv.delete("idlist", first)
+        first = kv.entry("first")[1:]
+        second = kv.entry("second")[1:]
+        assert kv.record(second).startswith(f"D {first} 1 ")
+        record = kv.record(first)
+        put_record(side, first, None)
         assert read(kv, IdLists(), "third") is None
-        kv.put("idlist", first, record.replace("F 512", "F 511"))
+        put_record(side, first, record.replace("F 512", "F 511"))
         assert read(kv, IdLists(), "third") is None
-        kv.put("idlist", first, "Z 1\np_0")
+        put_record(side, first, "Z 1\np_0")
         assert read(kv, IdLists(), "second") is None
-        kv.put("idlist", first, record)
-        kv.put("idlist", second, f"D {first} 1 -1 0 511\n")
+        put_record(side, first, record)
+        put_record(side, second, f"D {first} 1 -1 0 511\n")
         assert read(kv, IdLists(), "third") is None
-        kv.put("idlist", second, f"D {first} 1 600 0 511\n")
+        put_record(side, second, f"D {first} 1 600 0 511\n")
         assert read(kv, IdLists(), "second") is None
         assert read(kv, IdLists(), "first") == ids

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.service.conftest import PLAN, Harness
 
 
@@ -327,6 +329,26 @@ def test_a_session_caught_mid_apply_is_settled_by_git_at_restart(h: Harness) -> 
     failed = h.call("mnote.review.get", args={"sessionId": lost["sessionId"]})["result"]
     assert failed["state"] == "failed" and failed["error"]["code"] == "mnote_review_interrupted"
     assert h.head() == head and "Lost." not in (h.root / "notes/plan.md").read_text()
+
+
+def test_sessions_are_settled_outside_a_group_so_no_rollback_undoes_it(h: Harness) -> None:
+    """Settling interrupted sessions is no call's effect: asked for first inside a group's
+    transaction (a grouped write reading its run's frozen context), the store waits for
+    the next time it is asked outside one, and no rollback of the group undoes it."""
+    from mnoted.service.review_sessions import store_of
+
+    agent = h.agent("hermes")
+    lost = propose_save(h, agent, "Lost.")["result"]
+    store = store_of(h.service, h.ws)
+    store.put({**store.get(lost["sessionId"]), "state": "applying"}, 0.0)
+    h.reopen()
+    with pytest.raises(RuntimeError), h.ws.group():
+        assert store_of(h.service, h.ws).get(lost["sessionId"])["state"] == "applying"
+        raise RuntimeError("the group does not land")
+    assert not h.service.reviews_recovered
+    assert store_of(h.service, h.ws).get(lost["sessionId"])["state"] == "failed"
+    h.reopen()
+    assert store_of(h.service, h.ws).get(lost["sessionId"])["state"] == "failed"
 
 
 def test_a_proposal_or_dry_run_the_write_would_refuse_is_refused_at_once(h: Harness) -> None:

@@ -183,9 +183,9 @@ def test_a_long_pages_ids_at_every_revision_survive_a_restart(h: Harness) -> Non
             args={"operations": [{"search": f"number {n} of", "replace": f"number {n} in"}]},
         )
         assert resp["ok"], resp["error"]
-    stored = h.ws.sidecar.get("blockids", h.ws.blob_id("notes/long.md"))
+    stored = h.ws.block_ids.entry(h.ws.blob_id("notes/long.md"))
     assert stored.startswith("@")
-    rows = h.ws._side.conn.execute("SELECT value FROM kv WHERE namespace = 'idlist'")
+    rows = h.ws._side.conn.execute("SELECT body FROM id_records")
     kept = [str(v) for (v,) in rows]
     assert sum(r.startswith("F ") for r in kept) == 2  # the first version's, the 32nd change
     whole = len("\n".join(next(iter(seen.values()))))
