@@ -204,8 +204,9 @@ class IndexFile:
             if node.path in folders and node.count >= 0:
                 node.invalidate()
 
-    def buffers(self) -> list[bytes]:
-        """The file's bytes as a list of buffers, its SHA-1 trailer last."""
+    def parts(self) -> list[bytes]:
+        """The file's bytes but its checksum, as a list of buffers (blocks changed since the
+        last call are joined again)."""
         header = _HEADER.pack(b"DIRC", self.version, len(self._keys))
         blocks = (len(self._chunks) + BLOCK - 1) // BLOCK
         for j in range(blocks):
@@ -215,34 +216,34 @@ class IndexFile:
                 self._joined[j] = b"".join(self._chunks[j * BLOCK : (j + 1) * BLOCK])
         del self._joined[blocks:]
         self._stale.clear()
+        return [header, *self._joined, self._extensions()]
+
+    def checksum(self, parts: list[bytes]) -> bytes:
+        """The SHA-1 trailer of :meth:`parts`' bytes, taken on from the state before the first
+        block changed since the last call (safe beside a write of ``parts``: it reads them and
+        keeps its own states)."""
+        blocks = len(parts) - 2
         if self._hashed < 0 or not self._states:
-            self._states = [hashlib.sha1(header, usedforsecurity=False)]
+            self._states = [hashlib.sha1(parts[0], usedforsecurity=False)]
             self._hashed = 0
         del self._states[self._hashed + 1 :]
         digest = self._states[-1].copy()
         for j in range(self._hashed, blocks):
-            digest.update(self._joined[j])
+            digest.update(parts[1 + j])
             self._states.append(digest.copy())
         self._hashed = blocks
-        tail = self._extensions()
-        digest.update(tail)
-        return [header, *self._joined, tail, digest.digest()]
+        digest.update(parts[-1])
+        return bytes(digest.digest())
 
     def serialize(self) -> bytes:
         """The file's bytes, its SHA-1 trailer included."""
-        return b"".join(self.buffers())
+        parts = self.parts()
+        return b"".join([*parts, self.checksum(parts)])
 
     def write(self, fd: int) -> None:
-        """Write the file's bytes to ``fd`` (a new, empty file). Its blocks are reserved
-        first: ext4 writes out at once the unallocated blocks of a file renamed over another
-        (``auto_da_alloc``), and the landing's next syncs would wait for megabytes."""
-        buffers = self.buffers()
-        allocate(fd, sum(len(b) for b in buffers))
-        for start in range(0, len(buffers), _IOV):
-            part = buffers[start : start + _IOV]
-            done = os.writev(fd, part)
-            if done < sum(len(b) for b in part):  # (a regular file takes all, or fails)
-                os.write(fd, b"".join(part)[done:])
+        """Write the file's bytes to ``fd`` (a new, empty file)."""
+        parts = self.parts()
+        write_parts(fd, [*parts, self.checksum(parts)])
 
     def _extensions(self) -> bytes:
         tree = b""
@@ -250,6 +251,18 @@ class IndexFile:
             body = b"".join([n.raw for n in self._tree])
             tree = b"TREE" + struct.pack(">I", len(body)) + body
         return tree + self._kept
+
+
+def write_parts(fd: int, parts: list[bytes]) -> None:
+    """Write ``parts`` to ``fd`` (a new, empty file), its blocks reserved first: ext4 writes
+    out at once the unallocated blocks of a file renamed over another (``auto_da_alloc``),
+    and the landing's next syncs would wait for megabytes."""
+    allocate(fd, sum(len(b) for b in parts))
+    for start in range(0, len(parts), _IOV):
+        part = parts[start : start + _IOV]
+        done = os.writev(fd, part)
+        if done < sum(len(b) for b in part):  # (a regular file takes all, or fails)
+            os.write(fd, b"".join(part)[done:])
 
 
 def _ancestors(name: bytes) -> list[bytes]:

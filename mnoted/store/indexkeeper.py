@@ -13,6 +13,7 @@ index*.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import struct
@@ -47,13 +48,28 @@ workspace most of the time (``docs/store.md``, *The Git index*)."""
 @dataclass(slots=True)
 class IndexWrite:
     """A Git index being written during a landing into a lock's ownership token (not yet
-    the lock: a person's ``git`` goes on meanwhile), to be put in place."""
+    the lock: a person's ``git`` goes on meanwhile), to be put in place: its bytes and their
+    checksum, each on the fsync pool (both mostly without the GIL)."""
 
     token: str
+    fd: int  # the token's, open for writing
     before: object  # the stamp of the index it is patched from
+    index: indexfile.IndexFile  # patched (the pool's until installed or abandoned)
     entries: dict[str, gitindex.Entry]
-    written: Future[indexfile.IndexFile]  # the patched index, once all in the token
+    size: int  # of the bytes before the checksum
+    written: Future[None]
+    checksum: Future[bytes]
     settled: bool = False  # installed or abandoned
+
+    def finish(self) -> None:
+        """Wait for both, and write the checksum after the bytes."""
+        try:
+            self.written.result()
+            digest = self.checksum.result()
+            if os.pwrite(self.fd, digest, self.size) != len(digest):
+                raise OSError(errno.ENOSPC, "the Git index's checksum was not written")
+        finally:
+            os.close(self.fd)
 
 
 class IndexKeeper:
@@ -249,16 +265,31 @@ class IndexKeeper:
         if self._job is not None:  # (it holds index.lock; its paths are set after it)
             return None
         index_path = self.gitdir / "index"
+        before = indexstat.stamp(index_path)
+        kept, self._file = self._file, None  # (the landing's until installed or abandoned)
         try:
+            if kept is not None and kept[0] == before:
+                index = kept[1]
+            else:
+                index = indexfile.IndexFile.parse(index_path.read_bytes())
+            if index.conflicted:  # (the person's conflicts: theirs to resolve, left alone)
+                raise indexstat.Unsupported("the Git index holds unmerged entries")
+            index.set(entries)
+            parts = index.parts()
             token, fd = gitlock.make_token(self.gitdir, index_path)
-        except OSError as exc:
+        except (indexstat.Unsupported, OSError, ValueError, struct.error) as exc:
             log.info("the Git index is refreshed later: %s", exc)
             return None
-        before = indexstat.stamp(index_path)
-        kept, self._file = self._file, None  # (the pool's until install or abandon)
-        parsed = kept[1] if kept is not None and kept[0] == before else None
-        written = durable.run(_patch, index_path, parsed, entries, fd)
-        return IndexWrite(token, before, entries, written)
+        return IndexWrite(
+            token,
+            fd,
+            before,
+            index,
+            entries,
+            sum(len(b) for b in parts),
+            durable.run(indexfile.write_parts, fd, parts),
+            durable.run(index.checksum, parts),
+        )
 
     def install(self, prepared: IndexWrite) -> None:
         """Put a prepared index in place, unless someone wrote the index since it was read
@@ -268,7 +299,7 @@ class IndexKeeper:
         prepared.settled = True
         index_path = self.gitdir / "index"
         try:
-            index = prepared.written.result()
+            prepared.finish()
             held = gitlock.take(self.gitdir, index_path, prepared.token, wait=0.0)
         except Exception as exc:  # (the branch has moved: the index is refreshed later)
             _drop(prepared.token)
@@ -298,7 +329,7 @@ class IndexKeeper:
             if replaced is not None:
                 durable.close_later(replaced)
         after = indexstat.stamp(index_path)
-        self._file = (after, index)
+        self._file = (after, prepared.index)
         self._synced.update(prepared.entries)
         self._carry(prepared.before, after, prepared.entries)
 
@@ -310,7 +341,7 @@ class IndexKeeper:
             return
         prepared.settled = True
         with contextlib.suppress(Exception):  # (whatever it was, nothing is put in place)
-            prepared.written.result()
+            prepared.finish()
         _drop(prepared.token)
 
     def collect(self, *, block: bool) -> None:
@@ -335,26 +366,6 @@ class IndexKeeper:
         self._side.clear_index_pending(
             [path for path, entry in entries.items() if now[path] == entry]
         )
-
-
-def _patch(
-    index_path: Path,
-    parsed: indexfile.IndexFile | None,
-    entries: dict[str, gitindex.Entry],
-    fd: int,
-) -> indexfile.IndexFile:
-    """The index (``parsed``, or read from ``index_path``) with ``entries`` set, written to
-    ``fd`` (closed here); on the fsync pool. A person's unmerged entries are theirs to
-    resolve: left alone (:class:`~mnoted.store.indexstat.Unsupported`)."""
-    try:
-        index = parsed if parsed is not None else indexfile.IndexFile.parse(index_path.read_bytes())
-        if index.conflicted:
-            raise indexstat.Unsupported("the Git index holds unmerged entries")
-        index.set(entries)
-        index.write(fd)
-    finally:
-        os.close(fd)
-    return index
 
 
 def _drop(token: str) -> None:
