@@ -16,8 +16,10 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
 import os
 import secrets
+import signal
 import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -330,3 +332,27 @@ def files_under(fd: int, prefix: str) -> list[str]:
         finally:
             os.close(child)
     return out
+
+
+_F_SETSIG = getattr(fcntl, "F_SETSIG", 10)
+F_SETLEASE = getattr(fcntl, "F_SETLEASE", 1024)
+
+
+def lease(fd: int, kind: int) -> None:
+    """Take a lease of ``kind`` (``fcntl.F_RDLCK``: no one else writes the file; ``F_WRLCK``:
+    no one else has it open or mapped) on ``fd``'s file, held until released or ``fd`` is
+    closed; an open that would break it waits for that meanwhile. Raises OSError where it
+    cannot be had (``EAGAIN``: someone has the file open so)."""
+    fcntl.fcntl(fd, _F_SETSIG, signal.SIGURG)  # (a lease break's signal, ignored)
+    fcntl.fcntl(fd, F_SETLEASE, kind)
+
+
+def alone(fd: int) -> bool:
+    """Whether no one else has ``fd``'s file open or mapped (this process's other fds
+    included), kept so until ``fd`` is closed (:func:`lease`). False where it cannot be
+    told."""
+    try:
+        lease(fd, fcntl.F_WRLCK)
+    except OSError:
+        return False
+    return True

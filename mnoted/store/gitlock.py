@@ -106,13 +106,23 @@ def acquire(
     return take(gitdir, target, token, wait=wait)
 
 
-def make_token(gitdir: Path, target: str | os.PathLike[str]) -> tuple[str, int]:
+def make_token(
+    gitdir: Path, target: str | os.PathLike[str], reuse: str | None = None
+) -> tuple[str, int]:
     """A new ownership token for a lock on ``target`` and its fd, open for writing: what
     the lock will hold is written here before :func:`take` (a caller that does not take it
-    removes it)."""
+    removes it). With ``reuse``, that file (on the same file system) is renamed to be the
+    token, its bytes as they are."""
     tokens, named = _token_names(os.fspath(gitdir), os.fspath(target))
     token = f"{named}.{os.getpid()}.{secrets.token_hex(6)}"
-    return token, in_folder(tokens, lambda: _make_token(token))
+    if reuse is None:
+        return token, in_folder(tokens, lambda: _make_token(token))
+    os.rename(reuse, token)
+    try:
+        return token, os.open(token, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except BaseException:
+        os.unlink(token)
+        raise
 
 
 def take(

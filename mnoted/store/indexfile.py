@@ -253,16 +253,39 @@ class IndexFile:
         return tree + self._kept
 
 
-def write_parts(fd: int, parts: list[bytes]) -> None:
-    """Write ``parts`` to ``fd`` (a new, empty file), its blocks reserved first: ext4 writes
-    out at once the unallocated blocks of a file renamed over another (``auto_da_alloc``),
-    and the landing's next syncs would wait for megabytes."""
+def write_parts(fd: int, parts: list[bytes], held: list[bytes] | None = None) -> None:
+    """Write ``parts`` from the start of ``fd``'s file, which holds ``held`` (the parts written
+    into it before; None: unknown or empty): a part that is the same object at the same
+    offset there is left as it is, so only what changed since is written. The blocks are
+    reserved first: ext4 writes out at once the unallocated blocks of a file renamed over
+    another (``auto_da_alloc``), and the landing's next syncs would wait for megabytes."""
     allocate(fd, sum(len(b) for b in parts))
-    for start in range(0, len(parts), _IOV):
-        part = parts[start : start + _IOV]
-        done = os.writev(fd, part)
-        if done < sum(len(b) for b in part):  # (a regular file takes all, or fails)
-            os.write(fd, b"".join(part)[done:])
+    there: dict[int, bytes] = {}
+    offset = 0
+    for part in held or ():
+        there[offset] = part
+        offset += len(part)
+    run: list[bytes] = []
+    offset = start = 0
+    for part in [*parts, b""]:  # (the empty part ends the last run)
+        if part and there.get(offset) is not part:
+            if not run:
+                start = offset
+            run.append(part)
+        elif run:
+            _write_run(fd, run, start)
+            run = []
+        offset += len(part)
+
+
+def _write_run(fd: int, parts: list[bytes], offset: int) -> None:
+    for first in range(0, len(parts), _IOV):
+        some = parts[first : first + _IOV]
+        done = os.pwritev(fd, some, offset)
+        size = sum(len(b) for b in some)
+        if done < size:  # (a regular file takes all, or fails)
+            os.pwrite(fd, b"".join(some)[done:], offset + done)
+        offset += size
 
 
 def _ancestors(name: bytes) -> list[bytes]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import signal
 import stat
 import time
 from collections.abc import Callable, Iterator
@@ -42,8 +41,6 @@ POLL_SECONDS = 0.005
 """How often a file held open for writing is looked at again while waited for."""
 LIMIT = 10_000
 
-_F_SETSIG = getattr(fcntl, "F_SETSIG", 10)
-_F_SETLEASE = getattr(fcntl, "F_SETLEASE", 1024)
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
@@ -65,15 +62,14 @@ def _read_lease(folder: int, name: str) -> Iterator[tuple[int | None, bool | Non
     try:
         busy: bool | None = False
         try:
-            fcntl.fcntl(fd, _F_SETSIG, signal.SIGURG)
-            fcntl.fcntl(fd, _F_SETLEASE, fcntl.F_RDLCK)
+            dirfd.lease(fd, fcntl.F_RDLCK)
             leased = True
         except OSError as exc:
             busy = True if exc.errno in (errno.EAGAIN, errno.EBUSY) else None
         yield fd, busy
     finally:
         if leased:
-            fcntl.fcntl(fd, _F_SETLEASE, fcntl.F_UNLCK)
+            fcntl.fcntl(fd, dirfd.F_SETLEASE, fcntl.F_UNLCK)
         os.close(fd)
 
 

@@ -107,6 +107,39 @@ def test_one_command_is_one_commit_and_status_is_clean(ws: Workspace) -> None:
     assert_clean(ws.root)
 
 
+def test_the_git_index_is_written_into_the_one_it_replaced_unless_someone_reads_that(
+    ws: Workspace,
+) -> None:
+    """Each landing puts a new Git index in place. The file it replaced is kept as the spare
+    and written into at the next landing (only what changed since), unless someone still has
+    it open (a ``git status`` begun before it was replaced): then a new file is written. The
+    index is right after every write, and the spare goes when the workspace closes."""
+    index, spare = ws.root / ".git" / "index", ws.root / ".git" / "mnote" / "index.spare"
+
+    def write(n: int, path: str = "a.md") -> int:
+        ws.apply(CommandMeta("page.save", actor="hermes"), [Write(path, f"# {n}\n".encode())])
+        quiet = "--no-optional-locks"  # (a `git status` may write the index itself)
+        assert git(ws.root, quiet, "diff", "--cached", "--name-status") == ""
+        assert git(ws.root, quiet, "status", "--porcelain") == ""
+        return index.stat().st_ino
+
+    first = write(1)
+    second = write(2, "dir/new.md")  # (an entry added: the parts after it shift)
+    assert spare.stat().st_ino == first
+    assert write(3) == first  # the spare, written again
+    assert spare.stat().st_ino == second
+    with spare.open("rb"):  # someone reading the index that was replaced
+        fourth = write(4, "dir/other.md")
+    assert fourth not in (first, second)
+    assert write(5) == first  # (the spare the last landing kept)
+    git(ws.root, "status")  # Git writes an index of its own: that one is the next spare
+    by_git = index.stat().st_ino
+    assert write(6) == fourth and spare.stat().st_ino == by_git
+    assert write(7) == by_git
+    ws.close()
+    assert not spare.exists()
+
+
 def test_only_trees_on_the_changed_path_are_rewritten(ws: Workspace) -> None:
     ws.apply(META, [Write(f"big/{i}.md", b"x%d" % i) for i in range(50)] + [Write("o/p.md", b"p")])
     repo = pygit2.Repository(str(ws.root))

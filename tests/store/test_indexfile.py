@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import subprocess
 from pathlib import Path
@@ -104,3 +105,48 @@ def test_conflicts_in_the_index_stop_commands_without_a_merge_state(ws: Workspac
     git(root, "reset", "-q", "--merge")
     assert ws.operation() is None
     ws.apply(CommandMeta("page.create", actor="hermes"), [Write("q.md", b"q\n")])
+
+
+def test_a_file_written_again_holds_exactly_the_new_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The landing writes the index into the file it replaced the time before (its spare),
+    rewriting only the parts that changed since: with entries added and removed (the parts
+    after them shift) and changed, each file read back is the index as a new file holds it."""
+    monkeypatch.setattr(indexfile, "BLOCK", 4)
+    _git(tmp_path, "init", "-q", ".")
+    blob = _git(tmp_path, "hash-object", "-w", "--stdin", data=b"x\n").decode().strip()
+    names = [f"d{i % 3}/n{i}.md" for i in range(30)]
+    _git(
+        tmp_path,
+        "update-index",
+        "--index-info",
+        data="".join(f"100644 {blob}\t{n}\n" for n in names).encode(),
+    )
+    _git(tmp_path, "write-tree")
+    index_path = tmp_path / ".git" / "index"
+    patched = IndexFile.parse(index_path.read_bytes())
+    files = [tmp_path / "a", tmp_path / "b"]
+    held: list[list[bytes] | None] = [None, None]
+    for name in files:
+        name.write_bytes(b"stale bytes of another index" * 100)  # (longer than the new)
+    rng = random.Random(7)
+    for round_ in range(40):
+        for _ in range(rng.randrange(1, 3)):
+            kind = rng.random()
+            name = rng.choice(names) if kind < 0.6 else f"d{rng.randrange(4)}/x{round_}.md"
+            patched.set({name: None if kind < 0.2 else (blob, 0o100644)})
+        parts = patched.parts()
+        digest = patched.checksum(parts)
+        target = round_ % 2
+        fd = os.open(files[target], os.O_WRONLY)
+        try:
+            indexfile.write_parts(fd, parts, held[target])
+            os.pwrite(fd, digest, sum(len(b) for b in parts))
+            os.ftruncate(fd, sum(len(b) for b in parts) + len(digest))
+        finally:
+            os.close(fd)
+        held[target] = parts
+        assert files[target].read_bytes() == patched.serialize()
+        index_path.write_bytes(files[target].read_bytes())
+        assert len(pygit2.Index(str(index_path))) > 0  # (libgit2 checks the sum)
