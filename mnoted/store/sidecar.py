@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,13 +76,11 @@ def _keep_results(db: Database, version: str | None) -> Iterator[None]:
     those whose commit is still in history)."""
     results: list[tuple[object, ...]] = []
     if version is not None and db.meta(_KEYS_SCOPED) == "actor":
-        try:
+        with suppress(sqlite3.OperationalError):  # (another version's table: none kept)
             results = db.conn.execute(
                 "SELECT key, request_hash, commit_id, command_id, result_json FROM idempotency"
                 " WHERE result_json IS NOT NULL"
             ).fetchall()
-        except sqlite3.OperationalError:
-            results = []
     db.put_meta("indexed_head", None)
     db.put_meta(_KEYS_SCOPED, "actor")
     yield
