@@ -7,8 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from mnoted.errors import IdempotencyConflict, NotFound
+from mnoted.store.database import Tables
 from mnoted.store.model import IdempotencyRecord, scoped_key
-from mnoted.store.sidecar import Sidecar, Tables
+from mnoted.store.sidecar import Sidecar
 
 
 class Idempotency:

@@ -1,11 +1,12 @@
 """Review sessions and frozen contexts of a workspace, kept across restarts.
 
-Their tables are in the workspace database (:mod:`mnoted.store.sidecar`), a *kept* group:
+Their tables are in the workspace database (:mod:`mnoted.store.database`), a *kept* group:
 a session is a proposed write and its preview, not derivable from Git until it is applied
 (then its commit names it in a ``Mnote-Review-Session`` trailer), so a version change
-migrates the tables and nothing drops them. A ``ReviewStore`` uses the sidecar's connection,
-on the workspace's thread: a write while a sidecar transaction is open joins it, and is
-undone with it (``docs/store.md``, *The workspace database*).
+migrates the tables and nothing drops them. A ``ReviewStore`` uses the database's one
+connection through the sidecar, on the workspace's thread: a write while a sidecar
+transaction is open joins it, and is undone with it (``docs/store.md``, *The workspace
+database*).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mnoted.store.sidecar import Sidecar, Tables, damaged, foreign, move_aside
+from mnoted.store.database import Database, Tables, damaged, foreign, move_aside
+from mnoted.store.sidecar import Sidecar
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +56,7 @@ _COPIES = {
 }
 
 
-def adopt_legacy(side: Sidecar, state_dir: Path) -> list[str]:
+def adopt_legacy(db: Database, state_dir: Path) -> list[str]:
     """Copy the sessions and contexts of a ``reviews.sqlite3`` of an earlier mnoted into
     the database, in one transaction, then delete that file (with its -wal, -shm).
 
@@ -67,14 +69,14 @@ def adopt_legacy(side: Sidecar, state_dir: Path) -> list[str]:
         return []
     if foreign(old):
         return [_moved(old)]
-    conn = side.conn
+    conn = db.conn
     try:
         conn.execute("ATTACH DATABASE ? AS legacy", (str(old),))
         conn.execute("BEGIN IMMEDIATE")
         try:
             copied = 0
             for table, columns in _COPIES.items():
-                if side.has_table(table, "legacy"):
+                if db.has_table(table, "legacy"):
                     copied += conn.execute(
                         f"INSERT OR IGNORE INTO main.{table} ({columns})"
                         f" SELECT {columns} FROM legacy.{table}"

@@ -1,37 +1,33 @@
-"""The workspace database ``.git/mnote/state/state.sqlite3``: one file, typed tables.
+"""The sidecar: the derived tables of the workspace database that record Git history, and
+the answers and rows it keeps in memory around them.
 
-Each group of tables (:class:`Tables`) is declared next to the layer that writes it and has
-its own schema version in ``meta``. Two kinds: *derived* groups hold what can be computed
-again (this module's: the path → (blob, revision, documentId) registry, the per-document
-change log, the commands found by their trailers, the idempotency records, the paths whose
-Git index entry still has to be refreshed; the block-id cache), and a version change drops
-and recreates them; *kept* groups (review sessions and frozen contexts, open file grants)
-are not in Git, so a version change migrates them and nothing drops them. A file SQLite
-cannot read is moved aside, never deleted (``docs/store.md``, *The workspace database*).
+Its tables (the group :data:`SIDECAR`) are the path → (blob, revision, documentId) registry
+``files``, the per-document change log ``changes``, the ``commands`` found by their
+trailers, the ``idempotency`` records and the paths whose Git index entry still has to be
+refreshed (``index_pending``); its values in ``meta`` are the indexed head and branch. All
+can be computed again from Git (``indexer.rebuild``): a version change drops and remakes
+them, keeping only the stored results of idempotency records. A :class:`Sidecar` uses the
+connection of a :class:`~mnoted.store.database.Database`; its transactions nest (the outer
+one a ``BEGIN``, inner ones savepoints), and inside one it keeps appended rows until a
+commit or a query needs them (:class:`_Later`).
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import os
 import sqlite3
-import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mnoted.errors import StorageError
+from mnoted.store.database import Database, Tables
 from mnoted.store.model import CommandRecord, HistoryEntry, IdempotencyRecord
 
-log = logging.getLogger("mnoted.store")
-
 SCHEMA_VERSION = "1"
-"""Version of this module's derived tables (meta ``schema``)."""
+"""Version of this module's tables (meta ``schema``)."""
 
-_META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
-_SCHEMA = f"""
-{_META};
+_SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
     path TEXT PRIMARY KEY, blob TEXT NOT NULL, revision TEXT NOT NULL, doc_id TEXT);
 CREATE INDEX IF NOT EXISTS files_doc ON files (doc_id);
@@ -51,110 +47,12 @@ CREATE TABLE IF NOT EXISTS idempotency (
     command_id TEXT NOT NULL, result_json TEXT);
 CREATE TABLE IF NOT EXISTS index_pending (path TEXT PRIMARY KEY);
 """
-_LEGACY_KV = "kv"
-"""The namespaced key-value table of earlier layouts: its rows go to typed tables
-(:attr:`Tables.from_kv`), then it is dropped."""
-_CORRUPT = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
-
-
-@dataclass(frozen=True)
-class Tables:
-    """A group of tables in the workspace database, declared by the layer that writes it.
-
-    ``kept`` groups are migrated from each older version by ``migrations[old]`` (which must
-    leave the group at :attr:`version`) and never dropped; a kept group of an unknown
-    version (written by a newer mnoted) stops the open. A derived group is dropped and
-    made again whenever its version differs. ``from_kv``: statements that take this group's
-    rows from the legacy ``kv`` table, run when the group is first made.
-    """
-
-    name: str
-    version: str
-    schema: str
-    tables: tuple[str, ...]
-    kept: bool
-    migrations: Mapping[str, Callable[[sqlite3.Connection], None]] = field(default_factory=dict)
-    from_kv: str = ""
-
-    @property
-    def meta_key(self) -> str:
-        return "schema" if self.name == "sidecar" else f"schema.{self.name}"
-
-
-SIDECAR = Tables(
-    "sidecar",
-    SCHEMA_VERSION,
-    _SCHEMA,
-    ("files", "changes", "commands", "idempotency", "index_pending"),
-    kept=False,
-)
-"""This module's tables. Derived, except that a version change keeps the stored results
-of idempotency records (as a rebuild does: the catch-up re-attaches those whose commit is
-still in history)."""
-
-
-def statements(schema: str) -> list[str]:
-    """The statements of ``schema`` (run one by one: ``executescript`` would commit)."""
-    return [s.strip() for s in schema.split(";") if s.strip()]
-
-
-def move_aside(path: Path, now: float | None = None) -> Path:
-    """Rename a damaged database and its ``-wal``/``-shm`` to ``<name>.damaged-<UTC time>``
-    (whatever it held stays there for a person to look at); the new name of the file."""
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
-    aside = path.with_name(f"{path.name}.damaged-{stamp}")
-    n = 1
-    while any(os.path.lexists(str(aside) + s) for s in ("", "-wal", "-shm")):
-        n += 1  # (one moved aside in the same second stays too)
-        aside = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
-    for suffix in ("", "-wal", "-shm"):
-        src = Path(str(path) + suffix)
-        if os.path.lexists(src):
-            os.replace(src, Path(str(aside) + suffix))
-    return aside
-
-
-def _prepare(conn: sqlite3.Connection) -> None:
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute(_META)
-
-
-def foreign(path: Path) -> bool:
-    """Whether ``path`` holds something other than a SQLite database (an empty file is
-    one SQLite fills)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(16)
-    except (FileNotFoundError, IsADirectoryError):
-        return False
-    return bool(head) and head != b"SQLite format 3\x00"
-
-
-def _aside(path: Path) -> str:
-    """Move a damaged database aside; the warning that says so."""
-    aside = move_aside(path)
-    warning = (
-        f"the workspace database could not be read ({path.name}); it was moved to "
-        f"{aside.name}, with the review sessions and grants it held, and a new one made"
-    )
-    log.warning("%s", warning)
-    return warning
-
-
-def damaged(exc: sqlite3.DatabaseError) -> bool:
-    """Whether ``exc`` says the file is not a database SQLite can read (not, say, locked)."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    return code is not None and code & 0xFF in _CORRUPT  # (the primary code of an extended one)
-
-
 _KEYS_SCOPED = "idempotency_keys"
 """Meta key: ``actor`` once idempotency records are keyed by actor and key."""
 _ROWS_KEPT = 50_000
 _MISSING = object()
 _ROWS_LATER = 500
 _UNKNOWN = ("", "", None)  # a row not kept (identity compared)
-_DERIVED_TABLES = SIDECAR.tables
 
 _ADD_CHANGES = "INSERT INTO changes (commit_id, doc_id, path, old_path, status) VALUES (?,?,?,?,?)"
 _ADD_COMMANDS = (
@@ -166,12 +64,68 @@ _ADD_IDEMPOTENCY = (
     "INSERT INTO idempotency (key, request_hash, commit_id, command_id, result_json)"
     " VALUES (?,?,?,?,?) ON CONFLICT (key) DO NOTHING"
 )
-_SET_META = (
-    "INSERT INTO meta (key, value) VALUES (?, ?) "
-    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
-)
 
 _IdempotencyRow = tuple[str, str | None, str, str, str | None]
+
+
+@contextmanager
+def _keep_results(db: Database, version: str | None) -> Iterator[None]:
+    """The group's ``on_make``: a remade sidecar has no ``indexed_head`` (the first catch-up
+    rebuilds it) and keeps the idempotency records with a stored result, if the old table
+    can be read as this version reads it (as a rebuild does: the catch-up re-attaches
+    those whose commit is still in history)."""
+    results: list[tuple[object, ...]] = []
+    if version is not None and db.meta(_KEYS_SCOPED) == "actor":
+        with suppress(sqlite3.OperationalError):  # (another version's table: none kept)
+            results = db.conn.execute(
+                "SELECT key, request_hash, commit_id, command_id, result_json FROM idempotency"
+                " WHERE result_json IS NOT NULL"
+            ).fetchall()
+    db.put_meta("indexed_head", None)
+    db.put_meta(_KEYS_SCOPED, "actor")
+    yield
+    if results:
+        db.conn.executemany(
+            "INSERT OR IGNORE INTO idempotency (key, request_hash, commit_id, command_id,"
+            " result_json) VALUES (?,?,?,?,?)",
+            results,
+        )
+
+
+def _scope_keys(db: Database) -> None:
+    """The group's ``on_open``: give records kept before keys were scoped to their actor
+    (``store.model.scoped_key``) the actor that sent them: who accepted the session, else
+    the commit's actor."""
+    if db.meta(_KEYS_SCOPED) == "actor":
+        return
+    db.conn.execute("BEGIN IMMEDIATE")
+    try:
+        db.conn.execute(
+            "UPDATE idempotency SET key = coalesce((SELECT coalesce("
+            "json_extract(c.trailers, '$.\"Mnote-Accepted-By\"'), c.actor, '')"
+            " FROM commands c WHERE c.commit_id = idempotency.commit_id), '')"
+            " || char(31) || key WHERE instr(key, char(31)) = 0"
+        )
+        db.put_meta(_KEYS_SCOPED, "actor")
+    except BaseException:
+        db.conn.execute("ROLLBACK")
+        raise
+    db.conn.execute("COMMIT")
+
+
+SIDECAR = Tables(
+    "sidecar",
+    SCHEMA_VERSION,
+    _SCHEMA,
+    ("files", "changes", "commands", "idempotency", "index_pending"),
+    kept=False,
+    meta_key="schema",
+    on_make=_keep_results,
+    on_open=_scope_keys,
+)
+"""This module's tables. Derived, except that a version change keeps the stored results
+of idempotency records (:func:`_keep_results`)."""
+_DERIVED_TABLES = SIDECAR.tables
 
 
 @dataclass
@@ -207,12 +161,12 @@ class _Later:
 
 
 class Sidecar:
-    """One connection to the workspace database; owned by the workspace's thread."""
+    """The sidecar's tables on the workspace database's connection; owned by the workspace's
+    thread."""
 
-    def __init__(self, path: Path, conn: sqlite3.Connection | None = None) -> None:
-        self.path = path
-        self.conn = conn if conn is not None else self._connect(path)
-        self.warnings: list[str] = []  # what the open found wrong (a file moved aside)
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.conn = db.conn
         self._depth = 0  # open transactions: the outer one a BEGIN, inner ones savepoints
         # Rows read or written through this connection (the only writer): a write looks up
         # its page's row five times, and the branch and indexed head twice. Emptied on a
@@ -227,158 +181,20 @@ class Sidecar:
         self._later = _Later()
         self._marks: list[_Later] = []  # one per open transaction or savepoint
 
-    @staticmethod
-    def _connect(path: Path) -> sqlite3.Connection:
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=True)
-        try:
-            _prepare(conn)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
     @classmethod
     def open(cls, path: Path, groups: Iterable[Tables] = ()) -> Sidecar:
-        """Open the database with this module's tables and ``groups`` (:meth:`setup`).
-
-        A file SQLite cannot read is moved aside (:func:`move_aside`), before its connection
-        closes (a closing connection deletes the log it finds beside it), and a new one
-        made, with a warning in :attr:`warnings`. An empty or reset sidecar group has no
-        ``indexed_head``, so the first catch-up rebuilds it.
-        """
-        wanted = (SIDECAR, *groups)
-        warnings = [_aside(path)] if foreign(path) else []
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=True)
-        try:
-            _prepare(conn)
-            side = cls(path, conn)
-            side.setup(wanted)
-        except sqlite3.DatabaseError as exc:
-            if damaged(exc):
-                warnings.append(_aside(path))
-            conn.close()
-            if not damaged(exc):
-                raise StorageError(
-                    f"the workspace database {path} cannot be opened: {exc}"
-                ) from exc
-            side = cls(path)
-            side.setup(wanted)
-        except BaseException:
-            conn.close()
-            raise
-        side.warnings = warnings
-        return side
-
-    def setup(self, groups: Iterable[Tables]) -> None:
-        """Make or bring up to date each group of tables, each in one transaction; then
-        take the legacy ``kv`` table's rows into the groups that want them and drop it."""
-        legacy = self.has_table(_LEGACY_KV)
-        for group in groups:
-            self._setup(group, legacy)
-        if legacy:
-            self.conn.execute(f"DROP TABLE {_LEGACY_KV}")
-        self.scope_idempotency_keys()
-
-    def has_table(self, name: str, schema: str = "main") -> bool:
-        row = self.conn.execute(
-            f"SELECT 1 FROM {schema}.sqlite_master WHERE type = 'table' AND name = ?", (name,)
-        ).fetchone()
-        return row is not None
-
-    def _setup(self, group: Tables, legacy: bool) -> None:
-        version = self.get_meta(group.meta_key)
-        if version == group.version:
-            for statement in statements(group.schema):  # (a table dropped by hand)
-                self.conn.execute(statement)
-            return
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            if version is None or not group.kept:
-                self._make(group, version, legacy)
-            else:
-                migrate = group.migrations.get(version)
-                if migrate is None:
-                    raise StorageError(
-                        f"the workspace database {self.path} holds {group.name} of version "
-                        f"{version}, which this mnoted does not know (a newer one wrote it)",
-                        hint="Run the mnoted that wrote it, or move the file aside.",
-                    )
-                log.info("migrating %s from version %s to %s", group.name, version, group.version)
-                migrate(self.conn)
-            self._write_meta(group.meta_key, group.version)
-            self.conn.execute("COMMIT")
-        except BaseException:
-            self._meta.clear()
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
-            raise
-
-    def _make(self, group: Tables, version: str | None, legacy: bool) -> None:
-        """Make ``group``'s tables; a derived group's are dropped first (another version's)."""
-        results: list[tuple[object, ...]] = []
-        if group is SIDECAR:
-            if version is not None and self.get_meta(_KEYS_SCOPED) == "actor":
-                results = self._stored_results()
-            self._write_meta("indexed_head", None)  # the first catch-up rebuilds
-            self._write_meta(_KEYS_SCOPED, "actor")
-        if version is not None:
-            log.warning(
-                "the %s tables are of version %s, not %s: made again",
-                group.name,
-                version,
-                group.version,
-            )
-        for table in () if group.kept else group.tables:
-            self.conn.execute(f"DROP TABLE IF EXISTS {table}")  # declared names only
-        for statement in statements(group.schema):
-            self.conn.execute(statement)
-        if legacy and version is None:
-            for statement in statements(group.from_kv):
-                self.conn.execute(statement)
-        if results:
-            self.conn.executemany(
-                "INSERT OR IGNORE INTO idempotency (key, request_hash, commit_id, command_id,"
-                " result_json) VALUES (?,?,?,?,?)",
-                results,
-            )
-
-    def _stored_results(self) -> list[tuple[object, ...]]:
-        """Idempotency records with a stored result, if the table can be read as this
-        version reads it (a rebuild keeps those whose commit is still in history)."""
-        try:
-            return self.conn.execute(
-                "SELECT key, request_hash, commit_id, command_id, result_json FROM idempotency"
-                " WHERE result_json IS NOT NULL"
-            ).fetchall()
-        except sqlite3.OperationalError:
-            return []
+        """Open the workspace database with this module's tables and ``groups``
+        (:meth:`Database.open`). An empty or reset sidecar group has no ``indexed_head``, so
+        the first catch-up rebuilds it."""
+        return cls(Database.open(path, (SIDECAR, *groups)))
 
     @property
     def in_transaction(self) -> bool:
         """Whether a transaction is open on the connection (writes now join it)."""
         return self._depth > 0
 
-    def scope_idempotency_keys(self) -> None:
-        """Give records kept before keys were scoped to their actor (``store.model.scoped_key``)
-        the actor that sent them: who accepted the session, else the commit's actor."""
-        if self.get_meta(_KEYS_SCOPED) == "actor":
-            return
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            self.conn.execute(
-                "UPDATE idempotency SET key = coalesce((SELECT coalesce("
-                "json_extract(c.trailers, '$.\"Mnote-Accepted-By\"'), c.actor, '')"
-                " FROM commands c WHERE c.commit_id = idempotency.commit_id), '')"
-                " || char(31) || key WHERE instr(key, char(31)) = 0"
-            )
-            self.conn.execute(_SET_META, (_KEYS_SCOPED, "actor"))
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
-
     def close(self) -> None:
-        self.conn.close()
+        self.db.close()
 
     def begin(self) -> None:
         """Open a transaction, or a savepoint inside the one already open (they nest)."""
@@ -460,9 +276,7 @@ class Sidecar:
             return self._later.meta[key]
         if key in self._meta:
             return self._meta[key]
-        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        value = None if row is None else str(row[0])
-        self._meta[key] = value
+        value = self._meta[key] = self.db.meta(key)
         return value
 
     def set_meta(self, key: str, value: str | None) -> None:
@@ -475,10 +289,7 @@ class Sidecar:
 
     def _write_meta(self, key: str, value: str | None) -> None:
         self._meta[key] = value
-        if value is None:
-            self.conn.execute("DELETE FROM meta WHERE key = ?", (key,))
-        else:
-            self.conn.execute(_SET_META, (key, value))
+        self.db.put_meta(key, value)
 
     def clear_derived(self) -> dict[str, tuple[str, str]]:
         """Empty the history-derived tables; return kept results ``key -> (commit, json)``."""

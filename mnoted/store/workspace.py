@@ -263,7 +263,7 @@ class Workspace:
             pygit2.settings.cache_max_size(OBJECT_CACHE_BYTES)
             gitlock.recover(root / ".git")
             side = Sidecar.open(state / SIDECAR_NAME, (REVIEWS, BLOCK_IDS, GRANTS))
-            side.warnings += adopt_legacy(side, state)
+            side.db.warnings += adopt_legacy(side.db, state)
             ws = cls(root, repo, config, side, lock_fd, external_identity, lock_wait)
         except BaseException:
             os.close(lock_fd)
@@ -567,7 +567,7 @@ class Workspace:
     @property
     def state_warnings(self) -> list[str]:
         """What opening the workspace database found wrong (a damaged file moved aside)."""
-        return list(self._side.warnings)
+        return list(self._side.db.warnings)
 
     def user_identity(self) -> Identity | None:
         return self.authors.user_identity()

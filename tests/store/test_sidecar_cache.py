@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mnoted.store.database import META
 from mnoted.store.model import CommandRecord
 from mnoted.store.sidecar import _SCHEMA, Sidecar
 
@@ -145,7 +146,7 @@ class _Reference:
 
     def __init__(self, path: Path) -> None:
         self.conn = sqlite3.connect(path, isolation_level=None)
-        self.conn.executescript(_SCHEMA)
+        self.conn.executescript(f"{META};{_SCHEMA}")
         self.depth = 0
 
     def run(self, op: tuple) -> None:

@@ -1,21 +1,25 @@
 """The workspace database: one file, table groups owned by their writers, derived groups made
 again on a version change, kept ones (review sessions, grants) never lost; older layouts
-(``reviews.sqlite3``, the ``kv`` table) taken in; a damaged file moved aside."""
+(``reviews.sqlite3``, the ``kv`` table) taken in; a damaged file moved aside;
+a group's hooks into its making and every open."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from mnoted.errors import StorageError
 from mnoted.store import Workspace
+from mnoted.store.database import Database, Tables, move_aside
 from mnoted.store.facades import BLOCK_IDS, GRANTS, BlockIds, Grants, IdEntries
 from mnoted.store.reviews import LEGACY_FILE, REVIEWS, ReviewStore, adopt_legacy
-from mnoted.store.sidecar import SCHEMA_VERSION, Sidecar, Tables, move_aside
+from mnoted.store.sidecar import SCHEMA_VERSION, Sidecar
 
 GROUPS = (REVIEWS, BLOCK_IDS, GRANTS)
 
@@ -89,11 +93,11 @@ def test_a_copy_repeated_after_a_crash_changes_nothing(tmp_path: Path) -> None:
     old_reviews_file(tmp_path, [session("review_a"), session("review_b")])
     saved = {s: (tmp_path / (LEGACY_FILE + s)).read_bytes() for s in ("", "-wal", "-shm")}
     side, store = open_side(tmp_path)
-    assert adopt_legacy(side, tmp_path) == []
+    assert adopt_legacy(side.db, tmp_path) == []
     store.put(session("review_a", "rejected"), 5.0)
     for suffix, data in saved.items():  # (as if the deletion never happened)
         (tmp_path / (LEGACY_FILE + suffix)).write_bytes(data)
-    assert adopt_legacy(side, tmp_path) == []
+    assert adopt_legacy(side.db, tmp_path) == []
     assert store.get("review_a")["state"] == "rejected"
     assert len(store.list()) == 2
     assert not (tmp_path / LEGACY_FILE).exists()
@@ -104,7 +108,7 @@ def test_a_damaged_old_reviews_file_is_moved_aside(tmp_path: Path) -> None:
     (tmp_path / LEGACY_FILE).write_bytes(b"not a database, but somebody's sessions" * 200)
     (tmp_path / (LEGACY_FILE + "-wal")).write_bytes(b"its log")
     side, _ = open_side(tmp_path)
-    warnings = adopt_legacy(side, tmp_path)
+    warnings = adopt_legacy(side.db, tmp_path)
     side.close()
     assert len(warnings) == 1 and "moved" in warnings[0]
     aside = sorted(tmp_path.glob(LEGACY_FILE + ".damaged-*"))
@@ -136,7 +140,7 @@ def test_kv_rows_go_to_typed_tables(tmp_path: Path) -> None:
     assert ids.record("k1") == "F 1\np_1"
     assert grants.get("grant_1") == '{"grantId": "grant_1"}'
     assert grants.by_path("a.md") == "grant_1"
-    assert not side.has_table("kv")
+    assert not side.db.has_table("kv")
     side.close()
 
 
@@ -174,9 +178,9 @@ def test_a_derived_version_change_keeps_sessions_grants_and_stored_results(
 
 def test_a_kept_group_is_migrated_never_dropped(tmp_path: Path) -> None:
     v1 = Tables("notes", "1", "CREATE TABLE IF NOT EXISTS notes (k TEXT)", ("notes",), True)
-    side = Sidecar.open(tmp_path / "state.sqlite3", (v1,))
-    side.conn.execute("INSERT INTO notes VALUES ('kept')")
-    side.close()
+    db = Database.open(tmp_path / "state.sqlite3", (v1,))
+    db.conn.execute("INSERT INTO notes VALUES ('kept')")
+    db.close()
 
     def add_column(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE notes ADD COLUMN v TEXT DEFAULT 'new'")
@@ -189,15 +193,48 @@ def test_a_kept_group_is_migrated_never_dropped(tmp_path: Path) -> None:
         True,
         {"1": add_column},
     )
-    side = Sidecar.open(tmp_path / "state.sqlite3", (v2,))
-    assert side.conn.execute("SELECT k, v FROM notes").fetchall() == [("kept", "new")]
-    side.close()
+    db = Database.open(tmp_path / "state.sqlite3", (v2,))
+    assert db.conn.execute("SELECT k, v FROM notes").fetchall() == [("kept", "new")]
+    db.close()
     # Opened by the older mnoted again: it does not know version 2, and drops nothing.
     with pytest.raises(StorageError, match="version 2"):
-        Sidecar.open(tmp_path / "state.sqlite3", (v1,))
-    side = Sidecar.open(tmp_path / "state.sqlite3", (v2,))
-    assert side.conn.execute("SELECT k FROM notes").fetchall() == [("kept",)]
-    side.close()
+        Database.open(tmp_path / "state.sqlite3", (v1,))
+    db = Database.open(tmp_path / "state.sqlite3", (v2,))
+    assert db.conn.execute("SELECT k FROM notes").fetchall() == [("kept",)]
+    db.close()
+
+
+def test_a_group_hooks_into_its_making_and_every_open(tmp_path: Path) -> None:
+    """``on_make`` is entered before a group's tables are dropped and made and left after,
+    in the same transaction; ``on_open`` runs at each open, the group made or not."""
+    seen: list[str] = []
+
+    @contextmanager
+    def keep_rows(db: Database, version: str | None) -> Iterator[None]:
+        rows = db.conn.execute("SELECT k FROM notes").fetchall() if version else []
+        seen.append(f"make {version}")
+        yield
+        db.conn.executemany("INSERT INTO notes VALUES (?)", rows)
+
+    def group(version: str) -> Tables:
+        return Tables(
+            "notes",
+            version,
+            "CREATE TABLE IF NOT EXISTS notes (k TEXT)",
+            ("notes",),
+            kept=False,
+            on_make=keep_rows,
+            on_open=lambda db: seen.append(f"open {db.meta('schema.notes')}"),
+        )
+
+    db = Database.open(tmp_path / "state.sqlite3", (group("1"),))
+    db.conn.execute("INSERT INTO notes VALUES ('kept')")
+    db.close()
+    Database.open(tmp_path / "state.sqlite3", (group("1"),)).close()
+    db = Database.open(tmp_path / "state.sqlite3", (group("2"),))
+    assert db.conn.execute("SELECT k FROM notes").fetchall() == [("kept",)]
+    db.close()
+    assert seen == ["make None", "open 1", "open 1", "make 1", "open 2"]
 
 
 def test_a_damaged_database_is_moved_aside_and_the_workspace_opens(tmp_path: Path) -> None:
@@ -247,7 +284,7 @@ def test_a_database_with_a_damaged_first_page_is_moved_aside(tmp_path: Path) -> 
     data[100:4096] = b"\xff" * 3996  # (the header stays: SQLite reads a corrupt schema)
     path.write_bytes(bytes(data))
     side, store = open_side(tmp_path)
-    assert len(side.warnings) == 1 and store.get("review_a") is None
+    assert len(side.db.warnings) == 1 and store.get("review_a") is None
     side.close()
     aside = list(tmp_path.glob("state.sqlite3.damaged-*"))
     assert [p.read_bytes() for p in aside if not p.name.endswith(("-wal", "-shm"))] == [bytes(data)]
@@ -256,7 +293,7 @@ def test_a_database_with_a_damaged_first_page_is_moved_aside(tmp_path: Path) -> 
 def test_a_second_connection_of_the_same_thread_could_not_write_during_a_transaction(
     tmp_path: Path,
 ) -> None:
-    """Why the review store shares the sidecar's connection: a connection of its own, on the
+    """Why the review store shares the database's one connection: a connection of its own, on the
     workspace's thread, would wait for the write lock that thread's open transaction holds
     (until busy_timeout; here none), and fail."""
     side, _ = open_side(tmp_path)
