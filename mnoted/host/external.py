@@ -1,14 +1,20 @@
 """External edits of a workspace: what the runner commits that it did not write itself.
 
-Edits made in editors reach the runner as the watcher's settled batches or are found
-by a reconciliation pass (by content, against HEAD); either way they are committed as
+:class:`ExternalEdits` is the runner's collaborator for them, made once the workspace is
+open and given the workspace, its service and its watcher (None: not watched). Edits
+made in editors reach it as the watcher's settled batches or are found by a
+reconciliation pass (by content, against HEAD); either way they are committed as
 ``external`` with block ids carried over, apart per open file grant. An edit kept out
 of the history (a symbolic link, a file over the size limit, a hard-linked file) is
-said so, with the way out. Everything here runs on the runner's thread.
+said so, with the way out. It keeps its own state: the count of commits made, when the
+last full pass ran and which watcher signal it covers, when a refused pass is tried
+again, and the paths that may still differ from HEAD. Everything there runs on the
+runner's thread. :func:`ignore_rules` are Git's ignore rules for the watcher's threads.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -16,7 +22,7 @@ import stat
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mnoted.errors import MnoteError, NotFound, PathRejected
 from mnoted.service import visibility
@@ -27,62 +33,37 @@ from mnoted.store.config import CONFIG_PATH
 from mnoted.store.paths import hard_linked
 from mnoted.sync import IgnoreRules, SettledBatch, Watcher, changes_by_git
 
-if TYPE_CHECKING:
-    from mnoted.host.runner import RunnerConfig
-
 log = logging.getLogger("mnoted.runner")
 
 
 class ExternalEdits:
-    """The runner's handling of external edits (a base of :class:`WorkspaceRunner`): the
-    state here is its own; the workspace, watcher and service are the runner's."""
+    """Commits a workspace's external edits (on the runner's thread): the watcher's
+    batches, full passes (at start, on the watcher's signal, periodic, and again while
+    the workspace refuses them), and config edits the runner hands over."""
 
-    root: Path
-    service: Service
-    config: RunnerConfig
-    ws: Workspace | None
-    watcher: Watcher | None
-
-    def __init__(self, retry_after: float) -> None:
-        self.external_commits = 0
+    def __init__(
+        self,
+        root: Path,
+        ws: Workspace,
+        service: Service,
+        watcher: Watcher | None,
+        *,
+        retry_after: float,
+        reconcile_every: float,
+    ) -> None:
+        self.root = root
+        self.ws = ws
+        self.service = service
+        self.watcher = watcher
+        self.retry_after = retry_after  # a refused pass is tried again this soon, then later
+        self.reconcile_every = reconcile_every  # a full pass at least this often (idle time)
+        self.commits = 0  # external commits made
         self._last_reconcile = time.monotonic()
         self._reconciled_generation = -1  # the watcher's generation the last full pass covers
         self._retry_at: float | None = None  # when a failed pass is tried again
         self._retry_wait = retry_after  # (then twice as long each time, up to reconcile_every)
         self._refused = False  # whether the workspace refused a commit of edits since
         self._unsettled: set[str] = set()  # paths that may still differ from HEAD
-
-    def _ignore_rules(self) -> IgnoreRules:
-        """Git's ignore rules for the watcher's threads, on a repository of their own."""
-        import pygit2
-
-        repo = pygit2.Repository(str(self.root))  # read-only use, from the watcher's threads
-        pack_dir = os.path.join(repo.path, "objects", "pack")
-        lock = threading.Lock()
-        packs_seen: list[int | None] = [None]
-
-        def ignored(path: str) -> bool:
-            with lock:
-                return bool(repo.path_is_ignored(path))
-
-        def tracked(path: str) -> bool:
-            with lock:
-                # libgit2 keeps every pack it read mapped, deleted or not: once the store
-                # added or merged away packs, the repository lets go of its handles (and
-                # opens what is there when next asked), or the packs merged away kept
-                # their disk space for as long as the daemon ran.
-                stamp = _mtime_ns(pack_dir)
-                if stamp != packs_seen[0]:
-                    repo.free()
-                    packs_seen[0] = stamp
-                try:
-                    tree = repo.head.peel(pygit2.Tree)
-                except (pygit2.GitError, KeyError):  # no commit yet
-                    return False
-                entry = trees.object_at(tree, path.rstrip("/"))
-                return entry is not None and (entry.type_str == "tree") == path.endswith("/")
-
-        return IgnoreRules(ignored, tracked)
 
     def commit_paths(self, paths: list[str], reason: str) -> int:
         """Commit what is on disk at ``paths`` (runner thread); carry block ids over.
@@ -91,7 +72,6 @@ class ExternalEdits:
         as a rename (the document keeps its id) even when the watcher saw a delete and
         a create; edits under an open file grant are committed apart, as the grant's.
         """
-        assert self.ws is not None
         groups: dict[str | None, list[str]] = {}
         grants: dict[str, dict[str, Any]] = {}
         for path in dict.fromkeys(paths):
@@ -104,11 +84,10 @@ class ExternalEdits:
         for key, group in groups.items():
             grant = grants.get(key) if key else None
             made += self._commit_group(group, grant, reason)
-        self.external_commits += made
+        self.commits += made
         return made
 
     def _commit_group(self, paths: list[str], grant: dict[str, Any] | None, reason: str) -> int:
-        assert self.ws is not None
         ws = self.ws
         try:
             result = ws.commit_external(paths, meta=grant_meta(grant) if grant else None)
@@ -164,7 +143,6 @@ class ExternalEdits:
     def _warn_if_skipped(self, path: str) -> None:
         """Say so when an edit stays uncommitted (:meth:`skip_reason`): in the log and as a
         ``skipped`` event."""
-        assert self.ws is not None
         reason = self.skip_reason(path)
         if reason is None:
             return
@@ -177,7 +155,6 @@ class ExternalEdits:
         """Why an edit of ``path`` is kept out of the history, with the way out: a new file
         over the size limit, or a file with several hard links (``store.paths.hard_linked``)
         that differs from HEAD. None: nothing keeps it out."""
-        assert self.ws is not None
         try:
             st = os.lstat(self.root / path)  # never through a symlink
         except (OSError, ValueError):
@@ -210,7 +187,6 @@ class ExternalEdits:
 
     def _open_grant(self, path: str) -> dict[str, Any] | None:
         """The open file grant on ``path``, whose holder owns edits made there."""
-        assert self.ws is not None
         grant = read_grant(self.ws, self.ws.grants.by_path(path))
         return grant if grant is not None and grant["expiresAt"] > time.time() else None
 
@@ -226,7 +202,6 @@ class ExternalEdits:
 
     def _appeared_or_gone(self, path: str) -> bool:
         """On disk but not in HEAD, or in HEAD but not on disk."""
-        assert self.ws is not None
         return (self.ws.blob_id(path) is None) == os.path.lexists(self.root / path)
 
     def _appeared_or_vanished(self, batch: SettledBatch) -> list[str]:
@@ -235,7 +210,6 @@ class ExternalEdits:
         Only where the batch points: its rescanned folders (whole) and the folders of its
         paths (their own entries), not the whole work tree.
         """
-        assert self.ws is not None
         parents = {p.rpartition("/")[0] for p in batch.paths}
         out = []
         for path in self.ws.scan_changes(batch.rescan_dirs, shallow=parents):
@@ -251,14 +225,13 @@ class ExternalEdits:
     def _pending(self, path: str) -> bool:
         return self.watcher is not None and self.watcher.is_pending(path)
 
-    def _reconcile(self, reason: str, *, signal: int | None = None, first: bool = False) -> int:
+    def reconcile(self, reason: str, *, signal: int | None = None, first: bool = False) -> int:
         """Commit every difference between the working tree and HEAD, found by content.
 
         A watcher's signal (its generation ``signal``) needs no pass of its own if a full
         pass began after it: that pass saw everything the lost events were about. The
         ``first`` pass, at start-up, asks the ``git`` command (``mnoted.sync.gitstatus``).
         """
-        assert self.ws is not None
         if signal is not None and signal <= self._reconciled_generation:
             return 0
         self._last_reconcile = time.monotonic()
@@ -278,20 +251,19 @@ class ExternalEdits:
         the last pass found or a batch named since (what could not be committed); only
         those are compared again. Otherwise the whole work tree is.
         """
-        assert self.ws is not None
         health = self.watcher.health() if self.watcher is not None else None
         if health is None or not health.running or health.needs_reconcile:
             return sorted(self.ws.scan_changes())
         self._unsettled = set(self.ws.scan_changes(self._unsettled))
         return sorted(self._unsettled)
 
-    def _reconcile_or_retry(self, reason: str, *, signal: int | None = None) -> int:
-        """:meth:`_reconcile`, tried again in idle time while the workspace refuses it (HEAD
+    def reconcile_or_retry(self, reason: str, *, signal: int | None = None) -> int:
+        """:meth:`reconcile`, tried again in idle time while the workspace refuses it (HEAD
         detached, a merge under way, a lock held): edits that came meanwhile are committed
         soon after it is back, not at the next periodic pass."""
         self._refused = False
         try:
-            made = self._reconcile(reason, signal=signal)
+            made = self.reconcile(reason, signal=signal)
         except MnoteError as exc:
             wait = self._retry_later()
             log.warning(
@@ -299,16 +271,59 @@ class ExternalEdits:
             )
             raise
         if not self._refused:  # (every edit it found was committed)
-            self._retry_at, self._retry_wait = None, self.config.retry_after
+            self._retry_at, self._retry_wait = None, self.retry_after
         return made
+
+    def reconcile_if_due(self, now: float) -> None:
+        """In idle time: the full pass a refusal asked to try again (once its time came),
+        else the periodic one (``reconcile_every`` after the last); a failure is logged
+        (:meth:`reconcile_or_retry`) and tried again later."""
+        due = self._retry_at is not None and now >= self._retry_at
+        if due or now - self._last_reconcile > self.reconcile_every:
+            with contextlib.suppress(MnoteError):
+                self.reconcile_or_retry("retry" if due else "periodic")
 
     def _retry_later(self) -> float:
         """Have a full pass made in idle time, sooner the first times; its delay."""
         self._refused = True
         if self._retry_at is None or self._retry_at < time.monotonic():
             self._retry_at = time.monotonic() + self._retry_wait
-            self._retry_wait = min(self._retry_wait * 2, self.config.reconcile_every)
+            self._retry_wait = min(self._retry_wait * 2, self.reconcile_every)
         return self._retry_at - time.monotonic()
+
+
+def ignore_rules(root: Path) -> IgnoreRules:
+    """Git's ignore rules of the workspace at ``root`` for the watcher's threads, on a
+    repository of their own."""
+    import pygit2
+
+    repo = pygit2.Repository(str(root))  # read-only use, from the watcher's threads
+    pack_dir = os.path.join(repo.path, "objects", "pack")
+    lock = threading.Lock()
+    packs_seen: list[int | None] = [None]
+
+    def ignored(path: str) -> bool:
+        with lock:
+            return bool(repo.path_is_ignored(path))
+
+    def tracked(path: str) -> bool:
+        with lock:
+            # libgit2 keeps every pack it read mapped, deleted or not: once the store
+            # added or merged away packs, the repository lets go of its handles (and
+            # opens what is there when next asked), or the packs merged away kept
+            # their disk space for as long as the daemon ran.
+            stamp = _mtime_ns(pack_dir)
+            if stamp != packs_seen[0]:
+                repo.free()
+                packs_seen[0] = stamp
+            try:
+                tree = repo.head.peel(pygit2.Tree)
+            except (pygit2.GitError, KeyError):  # no commit yet
+                return False
+            entry = trees.object_at(tree, path.rstrip("/"))
+            return entry is not None and (entry.type_str == "tree") == path.endswith("/")
+
+    return IgnoreRules(ignored, tracked)
 
 
 def _mtime_ns(path: str) -> int | None:

@@ -2,15 +2,17 @@
 
 A pygit2 repository and the sidecar database belong to the thread that opened
 them, so each workspace gets a runner thread that opens it and then does all its
-work in order: tool calls submitted by the transports, settled batches from the
-watcher (edits made in editors, committed as ``external`` with block ids carried
-over), reconciliation passes (start-up, overflow, periodic), and, whenever the
-queue is empty, bringing the Git index in step with HEAD.
+work in order: tool calls submitted by the transports (landed in groups), settled
+batches from the watcher and reconciliation passes (start-up, overflow, periodic),
+handed to its :class:`~mnoted.host.external.ExternalEdits` (edits made in editors,
+committed as ``external`` with block ids carried over), and, whenever the queue is
+empty, bringing the Git index in step with HEAD. The runner holds the loop and
+composes the workspace's pieces: the store, the watcher, the external edits and the
+maintainer.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -25,7 +27,7 @@ from typing import Any, TypeVar
 
 from mnoted.contract.envelope import wire_bytes
 from mnoted.errors import Conflict, MnoteError
-from mnoted.host.external import ExternalEdits
+from mnoted.host.external import ExternalEdits, ignore_rules
 from mnoted.host.retention import forget_old
 from mnoted.service.actors import Actor
 from mnoted.service.executor import Service
@@ -61,7 +63,7 @@ class RunnerConfig:
     forget_every: float = 3600.0  # records past their time (service.retention) dropped this often
 
 
-class WorkspaceRunner(ExternalEdits):
+class WorkspaceRunner:
     """Owns one workspace on its own thread; everything touching it goes through :meth:`submit`."""
 
     def __init__(
@@ -75,10 +77,10 @@ class WorkspaceRunner(ExternalEdits):
         self.root = root
         self.service = service
         self.config = config or RunnerConfig()
-        super().__init__(self.config.retry_after)
         self._after_maintenance = after_maintenance
         self.ws: Workspace | None = None
         self.watcher: Watcher | None = None
+        self._external: ExternalEdits | None = None  # (made once the workspace is open)
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self._thread = threading.Thread(
             target=self._run, name=f"mnoted-ws-{root.name}", daemon=True
@@ -112,6 +114,13 @@ class WorkspaceRunner(ExternalEdits):
         assert self.ws is not None
         return self.ws.workspace_id
 
+    @property
+    def external(self) -> ExternalEdits:
+        """The workspace's external edits (once :meth:`start` returned); their methods are
+        called on the runner thread (:meth:`submit`)."""
+        assert self._external is not None
+        return self._external
+
     def submit(self, fn: Callable[[], T]) -> Future[T]:
         future: Future[T] = Future()
         self._jobs.put(_Job(fn, future))
@@ -143,10 +152,20 @@ class WorkspaceRunner(ExternalEdits):
             self.ws.left_alone = is_temp  # (what the watcher never commits, nor do the passes)
             self.service.add(self.ws)
             if self.config.watch:
+                self.watcher = self._watcher(self.ws)
+            self._external = ExternalEdits(
+                self.root,
+                self.ws,
+                self.service,
+                self.watcher,
+                retry_after=self.config.retry_after,
+                reconcile_every=self.config.reconcile_every,
+            )
+            if self.watcher is not None:
                 # Watches first, then the pass: an edit made meanwhile is seen by one of
                 # them, and the watcher's "started" signal needs no second pass.
-                self._start_watcher()
-            self._reconcile("startup", first=True)
+                self.watcher.start()
+            self._external.reconcile("startup", first=True)
             search_index.of(self.ws).start()  # (the first full index: in the background)
             self._check_config()  # (an edit made while the daemon was down is committed)
             self._maintainer = Maintainer(
@@ -290,7 +309,7 @@ class WorkspaceRunner(ExternalEdits):
             return
         # (nothing if HEAD has these bytes; if the workspace refuses the commit, HEAD
         # detached say, the full pass it then asks for commits it later)
-        self.commit_paths([CONFIG_PATH], "config")
+        self.external.commit_paths([CONFIG_PATH], "config")
         if previous is None:  # at start: the workspace opened with this text
             return
         try:
@@ -315,10 +334,7 @@ class WorkspaceRunner(ExternalEdits):
             if self._forgot_at is None or now - self._forgot_at >= self.config.forget_every:
                 self._forgot_at = now
                 forget_old(self.service, self.ws)
-            due = self._retry_at is not None and now >= self._retry_at
-            if due or now - self._last_reconcile > self.config.reconcile_every:
-                with contextlib.suppress(MnoteError):  # (logged, and tried again later)
-                    self._reconcile_or_retry("retry" if due else "periodic")
+            self.external.reconcile_if_due(now)
         except MnoteError as exc:
             log.warning("idle upkeep failed: %s", exc.message)
             return False
@@ -340,8 +356,8 @@ class WorkspaceRunner(ExternalEdits):
             self.ws.close()
 
     # -- external edits ------------------------------------------------------------------------
-    def _start_watcher(self) -> None:
-        assert self.ws is not None
+    def _watcher(self, ws: Workspace) -> Watcher:
+        """The workspace's watcher, not yet started; the store's own writes are told to it."""
         debounce = DebounceConfig(
             quiet_period=self.config.quiet_seconds, max_delay=self.config.max_delay_seconds
         )
@@ -351,16 +367,17 @@ class WorkspaceRunner(ExternalEdits):
             # this often; every 5 minutes would leave edits there uncommitted that long
             fallback_interval=min(self.config.reconcile_every, FALLBACK_SECONDS),
         )
-        ignore = self._ignore_rules()
-        self.watcher = Watcher(self.root, _Sink(self), config=config, ignore=ignore)
-        own = self.watcher.own_writes
+        watcher = Watcher(self.root, _Sink(self), config=config, ignore=ignore_rules(self.root))
+        own = watcher.own_writes
         # The store's own writes come back as events; the watcher drops those whose file
         # still holds what the store wrote (no commit to check, no rescan for renames).
-        self.ws.on_write = lambda path, blob: own.expect(path, blob if blob else ABSENT)
-        self.watcher.start()
+        ws.on_write = lambda path, blob: own.expect(path, blob if blob else ABSENT)
+        return watcher
 
     def reconcile(self, reason: str = "requested", *, signal: int | None = None) -> Future[int]:
-        return self.submit(lambda: self._reconcile_or_retry(reason, signal=signal))
+        """Queue a full pass (:meth:`ExternalEdits.reconcile_or_retry`); its future holds
+        the number of commits it made."""
+        return self.submit(lambda: self.external.reconcile_or_retry(reason, signal=signal))
 
 
 FALLBACK_SECONDS = 30.0
@@ -401,7 +418,7 @@ class _Sink:
         self.runner = runner
 
     def on_changes(self, batch: SettledBatch) -> Future[None]:
-        return self.runner.submit(lambda: self.runner.apply_batch(batch))
+        return self.runner.submit(lambda: self.runner.external.apply_batch(batch))
 
     def on_reconcile_needed(self, reason: ReconcileReason, detail: str) -> None:
         log.info("reconciling the workspace: %s (%s)", reason.value, detail)

@@ -66,15 +66,14 @@ def store_status(host: Host, actor: Actor, listed: int) -> dict[str, Any]:
     """The store's part as ``actor`` may see it (on the workspace's thread): an agent's
     listing names only paths its grants cover, and counts only those; at most ``listed``
     paths are named."""
-    runner = host.runner
-    ws = runner.ws
-    assert ws is not None
+    external = host.runner.external
+    ws = external.ws
     if actor.is_owner:
-        count, named = runner.uncommitted(listed)
+        count, named = external.uncommitted(listed)
     else:
-        seen = [p for p in runner.pending_changes() if visibility.may_see(actor, ws, p)]
+        seen = [p for p in external.pending_changes() if visibility.may_see(actor, ws, p)]
         count = len(seen)
-        named = [{"path": p, "reason": runner.skip_reason(p)} for p in seen[:listed]]
+        named = [{"path": p, "reason": external.skip_reason(p)} for p in seen[:listed]]
     operation = ws.operation()
     return {
         "head": ws.head,
@@ -110,7 +109,7 @@ async def workspace_status(host: Host, actor: Actor, wait: float) -> dict[str, A
         "workspaceId": host.workspace_id,
         "root": str(host.root) if actor.is_owner else None,
         "watcher": host.watcher_state(),
-        "externalCommits": host.runner.external_commits,
+        "externalCommits": host.runner.external.commits,
         "remote": await _remote_status(host) if actor.is_owner else None,
         **status,
     }

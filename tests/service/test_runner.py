@@ -254,7 +254,7 @@ def test_the_watchers_repository_keeps_no_pack_merged_away(
     (root / ".gitignore").write_text("drafts/\n")
     git(root, "add", ".gitignore")
     git(root, "commit", "-qm", "drafts are private from now on")
-    rules = WorkspaceRunner(root, Service())._ignore_rules()
+    rules = external_module.ignore_rules(root)
     monkeypatch.setattr(upkeep, "PACKS_PER_LEVEL", 3)
     with Workspace.open(root) as ws:
         for i in range(10):
@@ -290,7 +290,7 @@ def test_odd_files_are_committed_untouched_or_skipped_with_a_warning(
 
 
 def test_own_writes_come_back_from_the_watcher_as_nothing(runner: WorkspaceRunner) -> None:
-    before = runner.external_commits
+    before = runner.external.commits
     commits_before = commits(runner.root)
     resp = call(
         runner,
@@ -304,7 +304,7 @@ def test_own_writes_come_back_from_the_watcher_as_nothing(runner: WorkspaceRunne
     assert runner.watcher is not None
     wait_for(lambda: runner.watcher.health().own_writes_dropped >= 1)
     time.sleep(0.3)
-    assert runner.external_commits == before
+    assert runner.external.commits == before
     assert commits(runner.root) == commits_before + 1
 
 
@@ -318,17 +318,17 @@ def test_pending_changes_without_a_full_walk_while_the_watcher_runs(
     runner.reconcile("settle").result()
     full_scans = _count_full_scans(monkeypatch)
     (root / "big.md").write_bytes(b"x" * (runner.ws.config.max_file_bytes + 1))
-    wait_for(lambda: len(runner.submit(runner.pending_changes).result()) == 1)
+    wait_for(lambda: len(runner.submit(runner.external.pending_changes).result()) == 1)
     assert full_scans == []
     (root / "big.md").unlink()
-    wait_for(lambda: runner.submit(runner.pending_changes).result() == [])
+    wait_for(lambda: runner.submit(runner.external.pending_changes).result() == [])
     assert full_scans == []
     assert git(root, "status", "--porcelain") == ""
     # A watcher that is not running vouches for nothing: the whole tree is compared.
     assert runner.watcher is not None
     runner.watcher.stop(flush=False)
     (root / "plan.md").write_text(PLAN + "\nNobody saw this.\n")
-    assert len(runner.submit(runner.pending_changes).result()) == 1
+    assert len(runner.submit(runner.external.pending_changes).result()) == 1
     assert full_scans == [1]
 
 
