@@ -98,7 +98,9 @@ def bench(size: int, tmp: Path, basic_memory: bool = False) -> None:
         conn = search_index.connect(tmp / f"index-{size}.sqlite3")
         t0 = time.perf_counter()
         assert ws.head is not None
-        search_index.sync_tree(conn, search_index.pygit2.Repository(str(root)), ws.head)
+        reader = ws.commit_reader()
+        search_index.sync_tree(conn, reader, ws.head)
+        reader.close()
         built = time.perf_counter() - t0
         conn.close()
         print(f"{size:>7} notes  {'full index pass':<46} {built:8.1f} s")

@@ -4,7 +4,9 @@ The service (``mnoted.service``) is typed against this Protocol, not against
 :class:`~mnoted.store.workspace.Workspace`: it names every attribute and method the
 service uses, and nothing else (the writer's groups, index refreshes, upkeep and opening
 belong to the layer that composes a workspace). :class:`Workspace` implements it;
-``tests/store/test_api_protocol.py`` holds that.
+``tests/store/test_api_protocol.py`` holds that. The search index
+(``store.search_index``) reads commits through it too: :class:`CommitFiles` on the
+workspace's thread, a :class:`CommitReader` on its own.
 """
 
 from __future__ import annotations
@@ -25,6 +27,24 @@ from mnoted.store.model import (
 )
 from mnoted.store.reviews import ReviewStore
 from mnoted.store.statcache import Key
+
+
+class CommitFiles(Protocol):
+    """The files of commits, as the search index reads them."""
+
+    def files_changed(self, old: str | None, new: str) -> list[tuple[str, str | None]]:
+        """Every path whose regular file differs from commit ``old`` (None: no files) to
+        commit ``new``, with its blob id in ``new`` (None: no regular file there now);
+        KeyError if a commit is not known."""
+        ...
+
+    def read_blob(self, blob_id: str) -> bytes | None: ...
+
+
+class CommitReader(CommitFiles, Protocol):
+    """:class:`CommitFiles` for the thread that asked for it (``commit_reader``)."""
+
+    def close(self) -> None: ...
 
 
 class WorkspaceApi(Protocol):
@@ -95,6 +115,13 @@ class WorkspaceApi(Protocol):
     ) -> list[CommandRecord]: ...
 
     def paths_of_commit(self, commit: str) -> list[str]: ...
+
+    # commits' files (store.search_index)
+    def files_changed(self, old: str | None, new: str) -> list[tuple[str, str | None]]: ...
+
+    def commit_reader(self) -> CommitReader:
+        """A reader of commits for the calling thread, which may be any (close it after)."""
+        ...
 
     # state
     def refresh(self) -> bool: ...

@@ -23,6 +23,7 @@ from mnoted.store.model import CommandRecord, DocRef, HistoryEntry
 from mnoted.store.paths import normalize, resolve
 from mnoted.store.sidecar import Sidecar
 from mnoted.store.statcache import Key, StatCache, key_of
+from mnoted.store.treediff import CommitReader
 from mnoted.store.worktree import read_file
 
 
@@ -176,6 +177,12 @@ class Reads:
         if not isinstance(blob, pygit2.Blob):
             return None
         return str(entry.id), bytes(blob.data)
+
+    def files_changed(self, old: str | None, new: str) -> list[tuple[str, str | None]]:
+        """The regular files that differ between two commits (:meth:`CommitReader.files_changed`),
+        read through the workspace's repository (its trees cached)."""
+        self._check()
+        return CommitReader(self._repo).files_changed(old, new)
 
     def revision_of(self, path: str) -> str:
         """The commit that last changed ``path`` (from the sidecar index, not a history walk)."""

@@ -7,6 +7,10 @@ then rebuilt from the tree of HEAD. It records the commit it reflects (``meta.co
 a page is stored or removed in one transaction with that commit, so a SIGKILL at any
 point leaves a state a later pass finishes: the full pass (:func:`sync_tree`) skips pages
 whose blob it already holds, and :func:`catch_up` indexes only what a tree diff names.
+
+It reads commits only through the workspace's protocol (``store.api``): ``files_changed``
+and ``read_blob`` on the workspace's thread, a ``commit_reader`` on the full pass's own
+thread; the in-memory twin of the service tests serves it the same way.
 """
 
 from __future__ import annotations
@@ -20,14 +24,13 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import pygit2
-
 from mnoted.core.search_text import extract, index_text
-from mnoted.store import faults, treediff
+from mnoted.store import faults
+from mnoted.store.api import CommitFiles, WorkspaceApi
 from mnoted.store.indexer import is_document
 from mnoted.store.search_queries import page_count
 
@@ -176,30 +179,16 @@ def _store(conn: sqlite3.Connection, path: str, blob: str, data: bytes) -> None:
     )
 
 
-_FILES = (pygit2.GIT_FILEMODE_BLOB, pygit2.GIT_FILEMODE_BLOB_EXECUTABLE)
-
-
-def _pages(
-    repo: pygit2.Repository, tree: pygit2.Tree, prefix: str = ""
-) -> Iterator[tuple[str, str]]:
-    for entry in tree:
-        name = prefix + str(entry.name)
-        if entry.type == pygit2.GIT_OBJECT_TREE:
-            sub = repo[entry.id]
-            assert isinstance(sub, pygit2.Tree)
-            yield from _pages(repo, sub, name + "/")
-        elif entry.filemode in _FILES and is_document(name):
-            yield name, str(entry.id)
-
-
-def _blob(repo: pygit2.Repository, blob_id: str) -> bytes:
-    obj = repo[blob_id]
-    return bytes(obj.data) if isinstance(obj, pygit2.Blob) else b""
+def _blob(source: CommitFiles, blob_id: str) -> bytes:
+    data = source.read_blob(blob_id)
+    if data is None:
+        raise KeyError(f"blob {blob_id} is not in the repository")
+    return data
 
 
 def sync_tree(
     conn: sqlite3.Connection,
-    repo: pygit2.Repository,
+    source: CommitFiles,
     commit: str,
     progress: Callable[[int, int], None] = lambda done, total: None,
     stop: threading.Event | None = None,
@@ -207,11 +196,13 @@ def sync_tree(
     batch: int = BATCH,
     include: Callable[[str], bool] | None = None,
 ) -> bool:
-    """Make the index hold exactly the pages of ``commit``'s tree (those ``include``
-    accepts, when given); False if stopped."""
-    obj = repo[commit]
-    assert isinstance(obj, pygit2.Commit)
-    pages = {p: b for p, b in _pages(repo, obj.tree) if include is None or include(p)}
+    """Make the index hold exactly the pages of ``commit`` (those ``include`` accepts,
+    when given), read from ``source``; False if stopped."""
+    pages = {
+        p: b
+        for p, b in source.files_changed(None, commit)
+        if b is not None and is_document(p) and (include is None or include(p))
+    }
     held = dict(conn.execute("SELECT path, blob FROM docs").fetchall())
     todo = [(p, b) for p, b in pages.items() if held.get(p) != b]
     gone = [p for p in held if p not in pages]
@@ -228,7 +219,7 @@ def sync_tree(
             return False
         conn.execute("BEGIN")
         for path, blob in todo[at : at + batch]:
-            _store(conn, path, blob, _blob(repo, blob))
+            _store(conn, path, blob, _blob(source, blob))
         conn.execute("COMMIT")
         faults.point("search-batch")
         done += len(todo[at : at + batch])
@@ -241,30 +232,26 @@ def sync_tree(
 
 def catch_up(
     conn: sqlite3.Connection,
-    repo: pygit2.Repository,
+    source: CommitFiles,
     old: str,
     new: str,
     include: Callable[[str], bool] | None = None,
 ) -> int:
     """Index the pages that changed from commit ``old`` to ``new`` (those ``include``
-    accepts, when given: one moved out of it is dropped); return how many."""
-    old_obj, new_obj = repo[old], repo[new]
-    assert isinstance(old_obj, pygit2.Commit) and isinstance(new_obj, pygit2.Commit)
-    deltas = treediff.diff(repo, old_obj.tree, new_obj.tree)
+    accepts, when given: one moved out of it is dropped); return how many paths.
+    KeyError if ``source`` lacks a commit or a blob (the index is then left as it was)."""
+    changes = source.files_changed(old, new)
     changed = 0
     conn.execute("BEGIN")
     try:
-        for delta in deltas:
-            if delta.old_path and is_document(delta.old_path) and delta.old_path != delta.new_path:
-                _drop(conn, delta.old_path)
-                changed += 1
-            if delta.new_path and is_document(delta.new_path):
-                outside = include is not None and not include(delta.new_path)
-                if delta.status == "D" or delta.new_id is None or outside:
-                    _drop(conn, delta.new_path)
-                else:
-                    _store(conn, delta.new_path, delta.new_id, _blob(repo, delta.new_id))
-                changed += 1
+        for path, blob in changes:
+            if not is_document(path):
+                continue
+            if blob is None or (include is not None and not include(path)):
+                _drop(conn, path)
+            else:
+                _store(conn, path, blob, _blob(source, blob))
+            changed += 1
         _set_commit(conn, new)
         conn.execute("COMMIT")
     except BaseException:
@@ -286,7 +273,7 @@ class SearchIndex:
 
     def __init__(
         self,
-        ws: Any,
+        ws: WorkspaceApi,
         *,
         batch: int = BATCH,
         path: Path | None = None,
@@ -361,11 +348,14 @@ class SearchIndex:
             ended = True
             if indexed_commit(conn) is None:
                 self.ready = False
-                repo = pygit2.Repository(str(self.ws.root))
-                ended = sync_tree(
-                    conn, repo, head, self._progress, self._stop,
-                    batch=self.batch, include=self.include,
-                )  # fmt: skip
+                reader = self.ws.commit_reader()
+                try:
+                    ended = sync_tree(
+                        conn, reader, head, self._progress, self._stop,
+                        batch=self.batch, include=self.include,
+                    )  # fmt: skip
+                finally:
+                    reader.close()
             else:
                 self.done = self.total = page_count(conn)
             self.stopped = not ended
@@ -433,8 +423,8 @@ class SearchIndex:
                     return conn, False
                 if commit != head and head is not None:
                     try:
-                        catch_up(conn, ws._repo, commit, head, self.include)
-                    except (KeyError, ValueError, pygit2.GitError):
+                        catch_up(conn, ws, commit, head, self.include)
+                    except KeyError:
                         _set_commit(conn, None)
                         if first and self.start():
                             self._await()
@@ -489,7 +479,9 @@ _SCOPES_ATTRIBUTE = "_search_scopes"
 _INDEXES_LOCK = threading.Lock()
 
 
-def of(ws: Any, *, batch: int = BATCH, clock: Callable[[], float] = time.monotonic) -> SearchIndex:
+def of(
+    ws: WorkspaceApi, *, batch: int = BATCH, clock: Callable[[], float] = time.monotonic
+) -> SearchIndex:
     """The whole-workspace search index of an open workspace (one per workspace object;
     ``batch`` and ``clock`` are taken when it is made)."""
     with _INDEXES_LOCK:
@@ -522,7 +514,7 @@ def _prune(folder: Path, keep: int) -> None:
 
 
 def scoped(
-    ws: Any, grants: Sequence[str], include: Callable[[str], bool], *, batch: int = BATCH
+    ws: WorkspaceApi, grants: Sequence[str], include: Callable[[str], bool], *, batch: int = BATCH
 ) -> SearchIndex:
     """The index of the pages a set of grants covers (``include`` tests a path against
     them), made on its first search and kept current as the whole index is; at most
@@ -555,7 +547,7 @@ def scoped(
     return index
 
 
-def status_for(ws: Any, grants: Sequence[str] | None) -> dict[str, Any]:
+def status_for(ws: WorkspaceApi, grants: Sequence[str] | None) -> dict[str, Any]:
     """The index status a caller may see: the whole index's for ``grants`` None (the owner,
     or a grant of everything), else its scope's (``pending`` until its first search), so
     an agent never learns how many pages lie outside its grants."""
@@ -570,14 +562,14 @@ def status_for(ws: Any, grants: Sequence[str] | None) -> dict[str, Any]:
     return index.status()
 
 
-def scopes_of(ws: Any) -> list[SearchIndex]:
+def scopes_of(ws: WorkspaceApi) -> list[SearchIndex]:
     """The grant scope indexes a workspace keeps, least recently searched first."""
     with _INDEXES_LOCK:
         scopes: OrderedDict[str, SearchIndex] | None = getattr(ws, _SCOPES_ATTRIBUTE, None)
         return list(scopes.values()) if scopes else []
 
 
-def forget(ws: Any) -> None:
+def forget(ws: WorkspaceApi) -> None:
     """Stop and drop the indexes of a workspace being closed (their files are kept)."""
     with _INDEXES_LOCK:
         index: SearchIndex | None = getattr(ws, _ATTRIBUTE, None)

@@ -23,6 +23,7 @@ RENAME_LIMIT = 1000
 """Inexact detection is skipped when deleted × added pairs exceed this squared (as Git)."""
 
 _TREE = pygit2.GIT_OBJECT_TREE
+_REGULAR = (pygit2.GIT_FILEMODE_BLOB, pygit2.GIT_FILEMODE_BLOB_EXECUTABLE)
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,69 @@ def diff(
     out.extend(Delta("D", p, None, i, None, None) for p, i in deleted if p not in paired_old)
     out.extend(Delta("A", None, p, None, i, m) for p, i, m in added if p not in paired_new)
     return sorted(out, key=lambda d: (d.new_path or d.old_path or "", d.status))
+
+
+def changed_files(
+    repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree
+) -> list[tuple[str, str | None]]:
+    """Every path whose regular file differs from ``old`` (None = empty) to ``new``, with
+    its blob id in ``new`` (None: no regular file there now; a symbolic link is none).
+
+    Renames are not paired (a move is its old path gone and its new one added), so no
+    blob is read: the cost is the walk of the folders that differ (from the empty tree,
+    a plain walk of ``new``, half the cost of comparing each folder with nothing).
+    """
+    if old is None:
+        return list(_files(repo, new, ""))
+    out: list[tuple[str, str | None]] = []
+    for _status, path, a, b in _walk(repo, old, new, ""):
+        before, after = _regular(a), _regular(b)
+        if before != after:
+            out.append((path, after))
+    return out
+
+
+def _files(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str) -> Iterator[tuple[str, str]]:
+    for entry in tree:
+        path = prefix + str(entry.name)
+        if entry.type == _TREE:
+            yield from _files(repo, repo[entry.id].peel(pygit2.Tree), path + "/")
+        elif entry.filemode in _REGULAR:
+            yield path, str(entry.id)
+
+
+def _regular(entry: pygit2.Object | None) -> str | None:
+    return None if entry is None or entry.filemode not in _REGULAR else str(entry.id)
+
+
+class CommitReader:
+    """:class:`~mnoted.store.api.CommitReader` on a pygit2 repository: for the one thread
+    that uses it (``owned``: it frees the repository when closed)."""
+
+    def __init__(self, repo: pygit2.Repository, *, owned: bool = False) -> None:
+        self._repo = repo
+        self._owned = owned
+
+    def files_changed(self, old: str | None, new: str) -> list[tuple[str, str | None]]:
+        """:func:`changed_files` between two commits; KeyError if the repository lacks
+        one of them or an object on the way."""
+        try:
+            before = None if old is None else self._repo[old].peel(pygit2.Tree)
+            return changed_files(self._repo, before, self._repo[new].peel(pygit2.Tree))
+        except (ValueError, pygit2.GitError) as exc:
+            raise KeyError(f"{old}..{new}: {exc}") from exc
+
+    def read_blob(self, blob_id: str) -> bytes | None:
+        """The bytes of a blob, or None if the repository holds none by that id."""
+        try:
+            obj = self._repo[blob_id]
+        except (KeyError, ValueError):
+            return None
+        return bytes(obj.data) if isinstance(obj, pygit2.Blob) else None
+
+    def close(self) -> None:
+        if self._owned:
+            self._repo.free()
 
 
 def own_deltas(

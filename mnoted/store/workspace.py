@@ -1,11 +1,12 @@
 """The workspace: a folder of notes that is a Git repository, and its one writer.
 
 Threading rule: a :class:`Workspace` (its pygit2 Repository and its SQLite connection) belongs
-to the thread that opened it; every method but two must be called from that thread (the
+to the thread that opened it; every method but three must be called from that thread (the
 daemon's writer thread), and a call from another thread raises :class:`InternalError`.
-:meth:`Workspace.maintenance` opens its own Repository and may run on any thread, and so
-may :meth:`Workspace.still_as_read`, which only stats files. Only one process serves a
-workspace at a time (an ``flock`` on ``.git/mnote/daemon.lock``).
+:meth:`Workspace.maintenance` and :meth:`Workspace.commit_reader` open their own Repository
+and may run on any thread, and so may :meth:`Workspace.still_as_read`, which only stats
+files. Only one process serves a workspace at a time (an ``flock`` on
+``.git/mnote/daemon.lock``).
 
 A command goes: commit pending external edits of its paths → build its commit in memory →
 land it (one pack, journal, compare-and-swap of the branch, the Git index) → put its files
@@ -79,6 +80,7 @@ from mnoted.store.settle import Settling
 from mnoted.store.sidecar import Sidecar
 from mnoted.store.statcache import Key, StatCache
 from mnoted.store.statedir import PRIVATE_DIR, STATE_DIR, state_dir
+from mnoted.store.treediff import CommitReader
 from mnoted.store.upkeep import Upkeep
 from mnoted.store.writer import SETTLE_WAIT, Writer
 
@@ -417,6 +419,13 @@ class Workspace:
 
     def paths_of_commit(self, commit: str) -> list[str]:
         return self.reads.paths_of_commit(commit)
+
+    def files_changed(self, old: str | None, new: str) -> list[tuple[str, str | None]]:
+        return self.reads.files_changed(old, new)
+
+    def commit_reader(self) -> CommitReader:
+        """Commits read through a Repository of its own, for the calling thread."""
+        return CommitReader(pygit2.Repository(str(self.root)), owned=True)
 
     @property
     def settle_quiet(self) -> float:

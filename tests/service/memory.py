@@ -3,15 +3,22 @@
 It implements :class:`mnoted.store.WorkspaceApi` without Git: commits are dicts (path to
 blob id), revisions are hashes of them, and blobs are kept by their Git blob id. The work
 tree is a plain folder (tests write files there to play a person's editor, as on the real
-store) and the state folder another, so the service's own files have a home. Its bookkeeping is the
-store's own: an in-memory sidecar (documents, history, commands, idempotency records) filled
-as the store's indexer fills it (ids kept across moves, pinned by frontmatter, else made from
-the commit and path), and the same path checks (``planning.validate``, ``check_base``).
+store) and the state folder another, so the service's own files (review sessions, file
+copies, the search index) have a home. Each twin gets a new workspace id, as
+``Workspace.init`` gives one. Its bookkeeping is the store's own: an in-memory sidecar
+(documents, history, commands, idempotency records, block ids, grants, review sessions)
+filled as the store's indexer fills it (ids kept across moves, pinned by frontmatter, else
+made from the commit and path), and the same path checks (``planning.validate``,
+``check_base``). The search index (``store.search_index``) reads its commits as it reads
+the store's: ``files_changed`` and ``read_blob``, and a :class:`MemoryCommitReader` for the
+full pass's thread.
 
-What it does not model: Git's filters, ignore files, settling, renames found by content
-(an external move is a delete and a new document), groups (``after_landing`` runs its
-callback at once), a Git operation under way, and the search
-index (``store.search_index`` reads the Git repository itself).
+What it does not model: Git's filters, ignore files, settling, file modes (every file is a
+regular one), renames found by content (an external move is a delete and a new document),
+commit authors, groups (``after_landing`` runs its callback at once), a Git operation under
+way, the Git index, the stat data that lets a read be answered again (``read_basis`` is
+None), and the fault points of a landing. Tests of those run on the real store: in a module
+marked ``twin``, a test marked ``git`` gets a real workspace (``tests/service/conftest.py``).
 """
 
 from __future__ import annotations
@@ -41,11 +48,12 @@ from mnoted.store import (
     WorkspaceApi,
     WorkspaceConfig,
     Write,
+    is_internal,
     message,
     normalize,
     template_files,
 )
-from mnoted.store.config import CONFIG_PATH, render
+from mnoted.store.config import CONFIG_PATH, new_workspace_id, render
 from mnoted.store.facades import BLOCK_IDS, GRANTS
 from mnoted.store.indexer import generated_id, is_document, pinned_id, record_command
 from mnoted.store.paths import resolve
@@ -54,7 +62,7 @@ from mnoted.store.reads import commands_of, doc_ref
 from mnoted.store.reviews import REVIEWS
 from mnoted.store.sidecar import Sidecar
 from mnoted.store.statcache import Key
-from tests.service.conftest import PLAN, SECRET, Harness
+from tests.service.harness import PLAN, SECRET, Harness
 
 
 @dataclass(frozen=True)
@@ -77,7 +85,7 @@ class MemoryWorkspace:
         root: Path,
         state_dir: Path,
         *,
-        workspace_id: str = "ws_memory",
+        workspace_id: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         root.mkdir(parents=True, exist_ok=True)
@@ -95,7 +103,8 @@ class MemoryWorkspace:
         self._clock = clock
         # The template's files, committed as `Workspace.init` does in an empty folder.
         files = template_files()
-        files[CONFIG_PATH] = render(files[CONFIG_PATH].decode("utf-8"), workspace_id).encode()
+        config = render(files[CONFIG_PATH].decode("utf-8"), workspace_id or new_workspace_id())
+        files[CONFIG_PATH] = config.encode()
         for rel, data in files.items():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_bytes(data)
@@ -188,6 +197,13 @@ class MemoryWorkspace:
     def paths_of_commit(self, commit: str) -> list[str]:
         return self._side.paths_of_commit(commit)
 
+    # commits' files (store.search_index) -----------------------------------------------
+    def files_changed(self, old: str | None, new: str) -> list[tuple[str, str | None]]:
+        return _files_changed(self.commits, old, new)
+
+    def commit_reader(self) -> MemoryCommitReader:
+        return MemoryCommitReader(self.commits, self.blobs)
+
     # state -----------------------------------------------------------------------------
     def refresh(self) -> bool:
         return False
@@ -257,7 +273,8 @@ class MemoryWorkspace:
         files = self._files()
         written: dict[str, bytes | None] = {}
         for rel in self._expanded(paths):
-            on_disk = self.read_disk(rel)
+            target = resolve(self.root, rel, config_ok=True)  # (the config is committed too)
+            on_disk = target.read_bytes() if target.is_file() else None
             committed = files.get(rel)
             if (on_disk is None and committed is not None) or (
                 on_disk is not None and blob_id(on_disk) != committed
@@ -269,12 +286,13 @@ class MemoryWorkspace:
         return self._commit(meta, written, {}, sorted(written))
 
     def _expanded(self, paths: Iterable[str]) -> list[str]:
-        """``paths``, a folder standing for the files below it (on disk and committed)."""
+        """``paths``, a folder standing for the files below it (on disk and committed), but
+        those mnoted never commits."""
         out: list[str] = []
         for path in paths:
             try:
-                rel = normalize(path)
-                target = resolve(self.root, rel)
+                rel = normalize(path, config_ok=True)
+                target = resolve(self.root, rel, config_ok=True)
             except PathRejected:
                 continue
             if not target.is_dir():
@@ -282,7 +300,7 @@ class MemoryWorkspace:
                 continue
             found = [p.relative_to(self.root).as_posix() for p in target.rglob("*") if p.is_file()]
             out += found + [p for p in self._files() if p.startswith(rel + "/")]
-        return sorted(set(out))
+        return sorted(p for p in set(out) if not is_internal(p))
 
     def after_landing(self, callback: Callable[[], object]) -> None:
         callback()
@@ -354,6 +372,38 @@ class MemoryWorkspace:
         record_command(self._side, cid, text, when, {})  # (as the store's indexer does)
 
 
+class MemoryCommitReader:
+    """:class:`~mnoted.store.api.CommitReader` on the twin's commits and blobs (only ever
+    added to, so another thread may read them)."""
+
+    def __init__(self, commits: dict[str, MemoryCommit], blobs: dict[str, bytes]) -> None:
+        self._commits = commits
+        self._blobs = blobs
+
+    def files_changed(self, old: str | None, new: str) -> list[tuple[str, str | None]]:
+        return _files_changed(self._commits, old, new)
+
+    def read_blob(self, blob_id: str) -> bytes | None:
+        return self._blobs.get(blob_id)
+
+    def close(self) -> None:
+        pass  # (nothing is open)
+
+
+def _files_changed(
+    commits: dict[str, MemoryCommit], old: str | None, new: str
+) -> list[tuple[str, str | None]]:
+    """Every path whose blob differs from ``old`` (None: no files) to ``new``, with its blob
+    in ``new``; KeyError for a commit the twin never made."""
+    before = {} if old is None else commits[old].files
+    after = commits[new].files
+    return [
+        (path, after.get(path))
+        for path in sorted(before.keys() | after.keys())
+        if before.get(path) != after.get(path)
+    ]
+
+
 def _entry(files: dict[str, str], path: str) -> tuple[str, int] | None:
     blob = files.get(path)
     return None if blob is None else (blob, 0o100644)
@@ -364,12 +414,13 @@ def _conforms(ws: MemoryWorkspace) -> WorkspaceApi:
 
 
 class MemoryHarness(Harness):
-    """:class:`~tests.service.conftest.Harness` on a :class:`MemoryWorkspace`: no Git
-    repository (``git`` fails the test); files are written and committed as on the store."""
+    """:class:`~tests.service.harness.Harness` on a :class:`MemoryWorkspace`: no Git
+    repository (``git`` fails the test); files are written and committed as on the store.
+    Its state folder is ``<root>.state``, beside the work tree."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.ws = MemoryWorkspace(root, root.parent / "state")  # type: ignore[assignment]
+        self.ws = MemoryWorkspace(root, root.parent / f"{root.name}.state")  # type: ignore[assignment]
         self.service = Service()
         self.service.add(self.ws)
         self.owner = Actor.owner()
@@ -395,8 +446,8 @@ class MemoryHarness(Harness):
 
 
 def memory_harness(tmp_path: Path) -> Iterator[MemoryHarness]:
-    """What the service tests' ``h`` fixture yields, on the twin: a test module runs on it
-    with ``yield from memory_harness(tmp_path)`` in its own ``h`` fixture."""
+    """What the service tests' ``h`` fixture yields in a module marked ``twin``: the twin
+    holding PLAN and SECRET, as the real harness does."""
     harness = MemoryHarness(tmp_path / "ws")
     harness.write_file("notes/plan.md", PLAN)
     harness.write_file("private/secret.md", SECRET)

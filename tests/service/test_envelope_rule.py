@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from tests.service.conftest import Harness
-from tests.service.memory import MemoryHarness, memory_harness
 
-
-@pytest.fixture
-def h(tmp_path: Path) -> Iterator[MemoryHarness]:
-    """These tests run on the store's in-memory twin (``tests/service/memory.py``)."""
-    yield from memory_harness(tmp_path)
+pytestmark = pytest.mark.twin
 
 
 def test_flat_page_create_takes_path_as_its_argument(h: Harness) -> None:

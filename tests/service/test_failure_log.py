@@ -18,6 +18,8 @@ from mnoted.service import HANDLERS
 from mnoted.store import faults
 from tests.service.conftest import Harness
 
+pytestmark = pytest.mark.twin
+
 
 @pytest.fixture(autouse=True)
 def _disarm() -> Iterator[None]:
@@ -29,6 +31,7 @@ def records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
     return [r for r in caplog.records if r.name == "mnoted.calls"]
 
 
+@pytest.mark.git  # (the store's own fault point in a landing)
 def test_a_full_disk_is_logged_with_the_call(h: Harness, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO)
     faults.arm_error("pack-renamed", errno.ENOSPC, times=1)

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.service.conftest import Harness
+
+pytestmark = pytest.mark.twin
 
 
 def _save(h: Harness, agent: Any, doc: str, key: str, text: str = "x") -> dict[str, Any]:
@@ -70,6 +74,7 @@ def _grant_state(h: Harness, path: str) -> str | None:
     return h.ws.grants.by_path(path)
 
 
+@pytest.mark.git  # (the commit's author, read with git log)
 def test_a_refused_file_grant_leaves_no_grant_behind(h: Harness) -> None:
     h.write_file("notes/locked.md", "---\nprotectEditing: true\n---\n# Locked\n\nMine.\n")
     agent = h.agent()
@@ -103,6 +108,7 @@ def _required(h: Harness) -> None:
     set_mode(h, "required")
 
 
+@pytest.mark.git  # (the commit's author, read with git log)
 def test_required_approval_holds_for_every_write_kind(h: Harness) -> None:
     _required(h)
     agent = h.agent()

@@ -1,4 +1,6 @@
-"""Group commit in the runner: calls that queue up land together, each its own commit."""
+"""Group commit in the runner: calls that queue up land together, each its own commit.
+
+On the real store: groups (several commits landed at once) are the store's writer's."""
 
 from __future__ import annotations
 

@@ -9,7 +9,8 @@ more per call. The counts are taken with the workspace at rest (its index refres
 upkeep done): work a background thread has not done yet is not a leak. A leak grows in each
 of two windows of ``CYCLES`` calls; what fills up and then levels off (a cache reaching its
 bound, what SQLite keeps) grows in the first only, however loaded the machine.
-`MNOTE_LEAK_CYCLES=2000` looks for slower leaks.
+`MNOTE_LEAK_CYCLES=2000` looks for slower leaks. On the real store: its leaks are the ones
+looked for (pygit2, SQLite, the files it reads).
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ from mnoted.core import links as core_links
 from mnoted.service import link_tools, pages
 from tests.service.conftest import Harness
 
+pytestmark = pytest.mark.twin
+
 LINKER = """# Linker
 
 See [[Target]] first.

@@ -4,21 +4,14 @@ repeated, and no cursor that names a page hidden from the caller."""
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mnoted.service import doc_tools
 from tests.service.conftest import Harness
-from tests.service.memory import MemoryHarness, memory_harness
 
-
-@pytest.fixture
-def h(tmp_path: Path) -> Iterator[MemoryHarness]:
-    """These tests run on the store's in-memory twin (``tests/service/memory.py``)."""
-    yield from memory_harness(tmp_path)
+pytestmark = pytest.mark.twin
 
 
 def many(h: Harness, n: int) -> list[str]:

@@ -7,13 +7,26 @@ edits committed first) must agree, or service tests on the twin would prove noth
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from mnoted.core.blob import blob_id
+from mnoted.core.search_text import parse_query
 from mnoted.errors import BaseChanged, Conflict, NotFound
-from mnoted.store import CommandMeta, Delete, Move, Workspace, WorkspaceApi, Write
+from mnoted.store import (
+    CommandMeta,
+    Delete,
+    Move,
+    Workspace,
+    WorkspaceApi,
+    Write,
+    search_index,
+    search_queries,
+    template_files,
+)
 from tests.service.memory import MemoryWorkspace
 
 
@@ -85,3 +98,62 @@ def test_an_edit_on_disk_is_committed_before_a_write(ws: WorkspaceApi) -> None:
     assert found is not None and found[1] == b"edited\n"
     assert [e.commit for e in ws.history("p.md")][:2] == [done.commit, done.external_commit]
     assert ws.commit_external(["p.md", "q.md"]) is None  # nothing differs now
+
+
+def test_the_files_of_commits_read_alike_on_any_thread(ws: WorkspaceApi) -> None:
+    """What the search index reads: the files two commits differ in, with their new blobs,
+    on the workspace's thread and through a reader made on a thread of its own."""
+    first = ws.apply(meta(), [Write("a/p.md", b"# P\n"), Write("q.md", b"q\n")]).commit
+    second = ws.apply(
+        meta(), [Move("a/p.md", "b/p.md"), Write("q.md", b"q2\n"), Write("r.md", b"r\n")]
+    ).commit
+    third = ws.apply(meta(), [Delete("r.md")]).commit
+    p, q2, r = blob_id(b"# P\n"), blob_id(b"q2\n"), blob_id(b"r\n")
+    assert sorted(ws.files_changed(first, second)) == [
+        ("a/p.md", None),
+        ("b/p.md", p),
+        ("q.md", q2),
+        ("r.md", r),
+    ]
+    assert ws.files_changed(second, third) == [("r.md", None)]
+    whole = dict(ws.files_changed(None, third))
+    assert sorted(whole) == sorted([*template_files(), "b/p.md", "q.md"]) and whole["q.md"] == q2
+    assert ws.read_blob(q2) == b"q2\n"
+    with pytest.raises(KeyError):
+        ws.files_changed(first, "0" * 40)
+    seen: list[object] = []
+
+    def elsewhere() -> None:
+        reader = ws.commit_reader()
+        try:
+            seen.extend([reader.files_changed(second, third), reader.read_blob(p)])
+        finally:
+            reader.close()
+
+    thread = threading.Thread(target=elsewhere)
+    thread.start()
+    thread.join()
+    assert seen == [[("r.md", None)], b"# P\n"]
+
+
+def test_the_search_index_is_built_and_caught_up_alike(ws: WorkspaceApi, tmp_path: Path) -> None:
+    """The store's search index on the workspace: a full pass on its own thread, then a
+    catch-up after a write (a move, an edit and a removal), the same pages found."""
+    ws.apply(meta(), [Write("notes/a.md", b"# Alpha\n\nunicorn\n"), Write("b.md", b"# B\n")])
+    index = search_index.SearchIndex(ws, path=tmp_path / "index.sqlite3", wait=60.0)
+    try:
+        conn, complete = index.current()  # (the full pass: waited for, up to a minute)
+        assert conn is not None and complete
+        assert search_queries.page_count(conn) == 3  # (and Welcome.md)
+        ws.apply(
+            meta(),
+            [Move("notes/a.md", "c.md"), Write("b.md", b"# B\n\nunicorn\n"), Delete("Welcome.md")],
+        )
+        conn, complete = index.current()
+        assert conn is not None and complete and search_index.indexed_commit(conn) == ws.head
+        query = parse_query("unicorn")
+        assert query is not None
+        total, hits = search_queries.search(conn, query, search_queries.Filters(), 10, 0)
+        assert total == 2 and sorted(hit.path for hit in hits) == ["b.md", "c.md"]
+    finally:
+        index.stop()

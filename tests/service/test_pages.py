@@ -6,6 +6,7 @@ from pathlib import Path
 
 from mnoted.service import Service
 from tests.service.conftest import Harness
+from tests.service.memory import MemoryHarness
 
 FIRST = "# Notes\n\nThe first draft of a paragraph.\n"
 SECOND = "# Notes\n\nThe second draft of a paragraph, rewritten.\n"
@@ -19,7 +20,7 @@ def ids(h: Harness, rel: str) -> list[str]:
 def test_a_workspace_never_gets_another_workspaces_ids_for_the_same_text(tmp_path: Path) -> None:
     """Two workspaces of one daemon hold the same text at the same path, reached by other
     histories: each gets the ids its own history gave, the same before and after a restart."""
-    a, b = Harness(tmp_path / "a"), Harness(tmp_path / "b")
+    a, b = MemoryHarness(tmp_path / "a"), MemoryHarness(tmp_path / "b")
     b.service = Service(pages=a.service.pages)  # one daemon: its services share the cache
     b.service.add(b.ws)
     try:

@@ -1,4 +1,4 @@
-"""Who may do what: the permission matrix, checked end to end against a real workspace."""
+"""Who may do what: the permission matrix, checked end to end through the executor."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from mnoted.errors import InvalidArguments
 from mnoted.service import Actor
 from mnoted.store.tokens import TokenStore
 from tests.service.conftest import SECRET, Harness
+
+pytestmark = pytest.mark.twin
 
 READ_TOOLS = sorted(n for n, s in TOOLS.items() if not s.writes)
 WRITE_TOOLS = sorted(n for n, s in TOOLS.items() if s.writes)
@@ -219,6 +221,7 @@ def test_an_agent_actor_id_that_commits_could_not_carry_is_refused(
         h.agent(actor_id)
 
 
+@pytest.mark.git  # (git log and git fsck)
 def test_a_token_made_with_any_actor_id_still_commits_what_fsck_accepts(h: Harness) -> None:
     # A token made before actor ids were checked: its writes made a commit without an
     # author's email ("evil\nx" as the name), which `git fsck --strict` refuses.

@@ -1,4 +1,6 @@
-"""Kept answers of reads: given again only while the caller, the arguments and the page hold."""
+"""Kept answers of reads: given again only while the caller, the arguments and the page hold.
+
+On the real store: an answer is kept on its stat of the work tree and the branch's ref."""
 
 from __future__ import annotations
 

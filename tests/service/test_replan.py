@@ -1,4 +1,6 @@
-"""A person's save between a write's read and its commit: kept, and the write planned again."""
+"""A person's save between a write's read and its commit: kept, and the write planned again.
+
+On the real store: each commit made is read back with ``git show`` and ``git log``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Records past their time go (`mnoted.host.retention`); what is still open stays, and a
-late retry of a write is still recognized."""
+late retry of a write is still recognized.
+
+On the real store: the commits a late retry did not make are counted with ``git``, and the
+daemon's workspace thread runs on a Workspace it opens."""
 
 from __future__ import annotations
 

@@ -1,10 +1,12 @@
-"""Review sessions and frozen contexts (seed 003 §5.1, §5.5), end to end on a real workspace."""
+"""Review sessions and frozen contexts (seed 003 §5.1, §5.5), end to end through the executor."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.service.conftest import PLAN, Harness
+
+pytestmark = pytest.mark.twin
 
 
 def set_mode(h: Harness, mode: str) -> None:
@@ -24,6 +26,7 @@ def propose_save(h: Harness, agent, text: str = "Proposed.") -> dict:
     return resp
 
 
+@pytest.mark.git  # (commit trailers and count, read with git)
 def test_agent_write_needing_approval_waits_for_a_person(h: Harness) -> None:
     agent = h.agent("hermes")
     head = h.head()
@@ -209,6 +212,7 @@ def test_plan_update_full_content_and_block_ops(h: Harness) -> None:
     assert both["error"]["code"] == "mnote_tool_invalid_arguments"
 
 
+@pytest.mark.git  # (the commit message, read with git log)
 def test_a_direct_write_answers_with_its_preview_and_leaves_no_session(h: Harness) -> None:
     """Seed 003 §5.5: yolo skips the wait, not the review-compatible data: the answer
     carries the preview's fields, and the commit's trailers are its record."""
@@ -331,6 +335,7 @@ def test_a_session_caught_mid_apply_is_settled_by_git_at_restart(h: Harness) -> 
     assert h.head() == head and "Lost." not in (h.root / "notes/plan.md").read_text()
 
 
+@pytest.mark.git  # (the writer's groups)
 def test_sessions_are_settled_outside_a_group_so_no_rollback_undoes_it(h: Harness) -> None:
     """Settling interrupted sessions is no call's effect: asked for first inside a group's
     transaction (a grouped write reading its run's frozen context), the store waits for
@@ -351,6 +356,7 @@ def test_sessions_are_settled_outside_a_group_so_no_rollback_undoes_it(h: Harnes
     assert store_of(h.service, h.ws).get(lost["sessionId"])["state"] == "failed"
 
 
+@pytest.mark.git  # (an ignore file)
 def test_a_proposal_or_dry_run_the_write_would_refuse_is_refused_at_once(h: Harness) -> None:
     """A page an agent would create in an ignored folder is refused when proposed (it used to
     wait for a person, whose accept then failed) and in a dry run (which answered a diff)."""

@@ -1,4 +1,7 @@
-"""The workspace runner end to end: a real watcher, real editor saves, real commits."""
+"""The workspace runner end to end: a real watcher, real editor saves, real commits.
+
+On the real store: the runner opens a Workspace; settling, ignore files and renames found
+by content are the store's."""
 
 from __future__ import annotations
 

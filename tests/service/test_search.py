@@ -7,8 +7,12 @@ import errno
 import json
 import time
 
+import pytest
+
 from mnoted.store import faults, search_index, search_queries
 from tests.service.conftest import Harness
+
+pytestmark = pytest.mark.twin
 
 
 def _search(h: Harness, query: str, actor=None, **args):  # type: ignore[no-untyped-def]
@@ -60,6 +64,7 @@ def test_a_grant_of_globs_filters_hits(h: Harness) -> None:
     assert [hit["path"] for hit in out["hits"]] == ["notes/pear.md"] and out["total"] == 1
 
 
+@pytest.mark.git  # (one commit's paths, read with git show)
 def test_a_move_counts_the_links_it_may_not_update(h: Harness) -> None:
     body = "".join(f"Line {i} of the target page.\n" for i in range(8))
     h.write_file("notes/target.md", f"# Target\n\n{body}\nSee [up](../index.md).\n")

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.service.conftest import PLAN, Harness
+
+pytestmark = pytest.mark.twin
 
 
 def assert_envelope(resp: dict, ok: bool, tool: str) -> None:
@@ -52,6 +56,7 @@ def test_page_get_permission_failure(h: Harness) -> None:
     assert resp["error"]["code"] == "mnote_tool_permission_denied"
 
 
+@pytest.mark.git  # (commit trailers and count, read with git)
 def test_page_save_success_is_one_commit_with_its_command_id(h: Harness) -> None:
     doc = h.doc("notes/plan.md")
     before = h.head()

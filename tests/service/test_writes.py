@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from mnoted.contract.tools import TOOLS
 from tests.service.conftest import PLAN, Harness
 
+pytestmark = pytest.mark.twin
+
 WRITE_ARGS = {
     "mnote.page.save": {"content": ["x"], "mode": "replace"},
     "mnote.page.update_title": {"title": "T"},
@@ -44,6 +46,7 @@ def sidecar_dump(h: Harness) -> list[str]:
         con.close()
 
 
+@pytest.mark.git  # (the database file, the Git index and git status)
 @pytest.mark.parametrize("tool", sorted(WRITE_ARGS))
 def test_dry_run_writes_nothing(h: Harness, tool: str) -> None:
     doc = h.doc("notes/plan.md")
@@ -68,6 +71,7 @@ def test_every_write_tool_has_a_dry_run_case() -> None:
     assert covered == {n for n, s in TOOLS.items() if s.writes}
 
 
+@pytest.mark.git  # (commit trailers, read with git log)
 def test_idempotent_replay_survives_a_restart(h: Harness) -> None:
     doc = h.doc("notes/plan.md")
     first = h.write(
@@ -204,6 +208,7 @@ def test_a_long_pages_ids_at_every_revision_survive_a_restart(h: Harness) -> Non
     assert resp["ok"] and resp["result"]["rebased"], resp
 
 
+@pytest.mark.git  # (commit trailers, read with git log)
 def test_external_edit_is_committed_before_a_write_never_overwritten(h: Harness) -> None:
     doc = h.doc("notes/plan.md")
     (h.root / "notes/plan.md").write_text(PLAN + "\nTyped in vim, not yet committed.\n")
@@ -215,6 +220,7 @@ def test_external_edit_is_committed_before_a_write_never_overwritten(h: Harness)
     assert actors == ["owner", "external"]
 
 
+@pytest.mark.git  # (the commit count, read with git)
 def test_block_ops_outside_allowed_targets_write_nothing(h: Harness) -> None:
     doc = h.doc("notes/plan.md")
     page = h.call("mnote.page.get", documentId=doc)["result"]
@@ -277,6 +283,7 @@ def test_markdown_edit_out_of_scope(h: Harness) -> None:
     assert resp["error"]["code"] == "mnote_block_target_out_of_scope"
 
 
+@pytest.mark.git  # (git log --follow finds the rename)
 def test_page_lifecycle_keeps_the_document_id(h: Harness) -> None:
     created = h.write(
         "mnote.page.create", args={"path": "notes/new.md", "content": "Body.", "title": "New page"}
@@ -303,6 +310,7 @@ def test_page_lifecycle_keeps_the_document_id(h: Harness) -> None:
     assert h.call("mnote.page.get", documentId=doc)["error"]["code"] == "mnote_tool_not_found"
 
 
+@pytest.mark.git  # (commits made with git)
 def test_history_names_the_subject_time_and_author_of_commits_made_with_git(h: Harness) -> None:
     # Commits made outside mnoted (the user's own `git commit`, or a repository's history
     # from before mnoted) came back with an empty subject and time 0.
@@ -346,6 +354,7 @@ def test_workspace_list_filters(h: Harness) -> None:
     assert [p["path"] for p in owner_pages] == ["private/secret.md"]
 
 
+@pytest.mark.git  # (git status and the commit's author)
 def test_file_grant_and_release(h: Harness) -> None:
     agent = h.agent("reasonix")
     doc = h.doc("notes/plan.md")
@@ -385,6 +394,7 @@ def test_file_release_after_someone_else_committed_is_a_conflict(h: Harness) -> 
     assert h.head() == head and copy.exists()  # (nothing written, the copy kept)
 
 
+@pytest.mark.git  # (commit trailers, read with git log)
 def test_file_release_merges_the_agents_blocks_with_the_persons(h: Harness) -> None:
     agent = h.agent("reasonix")
     doc = h.doc("notes/plan.md")
@@ -456,6 +466,7 @@ def test_non_object_requests(h: Harness) -> None:
         assert resp["error"]["code"] == "mnote_tool_invalid_arguments"
 
 
+@pytest.mark.git  # (commit trailers, read with git log)
 def test_a_page_saved_a_moment_ago_is_found_before_the_watcher_commits_it(h: Harness) -> None:
     (h.root / "notes" / "fresh.md").write_text("# Fresh\n\nJust saved.\n")
     resp = h.call("mnote.page.get", documentId="notes/fresh.md")

@@ -14,6 +14,7 @@ import pytest
 
 from mnoted.store import search_index as si
 from mnoted.store import search_queries
+from mnoted.store.treediff import CommitReader
 
 PAGES = 130
 
@@ -40,7 +41,7 @@ def _dump(conn: sqlite3.Connection) -> list[tuple[object, ...]]:
     return [*docs, *chunks, *terms, *links]
 
 
-def _repo(root: Path) -> tuple[pygit2.Repository, list[str]]:
+def _repo(root: Path) -> tuple[CommitReader, list[str]]:
     repo = pygit2.init_repository(str(root), initial_head="main")
     sig = pygit2.Signature("t", "t@example.com", 0, 0)
     commits = []
@@ -59,26 +60,28 @@ def _repo(root: Path) -> tuple[pygit2.Repository, list[str]]:
         parents = commits[-1:]
         oid = repo.create_commit("refs/heads/main", sig, sig, f"v{version}", tb.write(), parents)
         commits.append(str(oid))
-    return repo, commits
+    return CommitReader(repo), commits
 
 
 KILLED = """
 import sys, pygit2
 from pathlib import Path
 from mnoted.store import faults, search_index as si
+from mnoted.store.treediff import CommitReader
 faults.arm("search-batch", 2)
 conn = si.connect(Path(sys.argv[1]))
-si.sync_tree(conn, pygit2.Repository(sys.argv[2]), sys.argv[3], batch=25)
+si.sync_tree(conn, CommitReader(pygit2.Repository(sys.argv[2])), sys.argv[3], batch=25)
 """
 
 
 @pytest.mark.parametrize("killed", [True, False])
 def test_a_killed_pass_is_finished_by_the_next(tmp_path: Path, killed: bool) -> None:
-    repo, (first, second) = _repo(tmp_path / "repo")
+    root = tmp_path / "repo"
+    reader, (first, second) = _repo(root)
     db = tmp_path / "index.sqlite3"
     if killed:
         run = subprocess.run(
-            [sys.executable, "-c", textwrap.dedent(KILLED), str(db), repo.path, second],
+            [sys.executable, "-c", textwrap.dedent(KILLED), str(db), str(root), second],
             capture_output=True,
             text=True,
         )
@@ -88,14 +91,14 @@ def test_a_killed_pass_is_finished_by_the_next(tmp_path: Path, killed: bool) -> 
         assert search_queries.page_count(conn) == 75
     else:
         conn = si.connect(db)
-        assert si.sync_tree(conn, repo, first)
+        assert si.sync_tree(conn, reader, first)
         assert si.indexed_commit(conn) == first
-        assert si.catch_up(conn, repo, first, second) > 0
+        assert si.catch_up(conn, reader, first, second) > 0
     if killed:
-        assert si.sync_tree(conn, repo, second)
+        assert si.sync_tree(conn, reader, second)
     assert si.indexed_commit(conn) == second
     fresh = si.connect(tmp_path / "fresh.sqlite3")
-    assert si.sync_tree(fresh, repo, second)
+    assert si.sync_tree(fresh, reader, second)
     assert _dump(conn) == _dump(fresh)
     assert search_queries.page_count(conn) == PAGES - PAGES // 10 + 1
 
