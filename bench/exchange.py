@@ -3,7 +3,8 @@
 The store writes a page's new version into a spare file and puts it over the page. A spare
 made for the purpose is a new file: creating it, allocating its blocks (at its fsync) and
 freeing the old page's blocks (at the rename) all cost. A spare taken back is a page's file
-replaced earlier (``docs/store.md``, Replaced files taken back): it is written over, and
+replaced earlier (the store kept such spares until ``bench/turns.py`` showed they earned
+under 10%: ``docs/performance.md``, *The complexity budget*): it is written over, and
 exchanged with the page (``renameat2(RENAME_EXCHANGE)``), which leaves the old file at the
 spare's name for the next write. This times both ways on the same pages in alternating
 rounds of ``--group`` files (a group of agents' writes), each step per file, median and p99
