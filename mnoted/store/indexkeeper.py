@@ -227,11 +227,17 @@ class IndexKeeper:
         entries = gitindex.entries_at(self._head_tree(), self._side.index_pending())
         synced, self._synced = self._synced, {}
         kept = self._file
-        if kept is None or kept[0] != indexstat.stamp(self.gitdir / "index"):
-            # Someone wrote the index since (a `git merge` writes what it read before the
-            # landing set these): they are set again.
-            synced = {}
-        done = [p for p, e in entries.items() if p in synced and synced[p] == e]
+        if kept is not None and kept[0] == indexstat.stamp(self.gitdir / "index"):
+            done = [p for p, e in entries.items() if p in synced and synced[p] == e]
+        elif entries:
+            # Someone wrote the index since (a `git status`; or a `git merge` that writes back
+            # what it read before the landing set these): those it holds as HEAD has them
+            # are set, the others are set again (rewriting it for nothing would hold
+            # index.lock against the person's next `git` command).
+            index = self._external.index_stat()
+            done = [p for p, e in entries.items() if index.agrees(p, e)]
+        else:
+            done = []
         if done:
             self._side.clear_index_pending(done)
             for path in done:

@@ -65,6 +65,17 @@ class IndexStat:
         i = bisect.bisect_left(keys, prefix)
         return i < len(keys) and keys[i].startswith(prefix)
 
+    def agrees(self, path: str, entry: tuple[str, int] | None) -> bool:
+        """Whether the index holds ``path`` as ``entry`` says ((blob id, mode), or absent),
+        unmerged entries and entries below ``path`` counting against it: what a refresh of
+        ``path`` would leave."""
+        if path in self.unmerged or self.holds(path):
+            return False
+        found = self.entries.get(path)
+        if entry is None:
+            return found is None
+        return found is not None and (found[5].hex(), found[0]) == entry
+
     def update(self, changes: dict[str, tuple[int, bytes] | None]) -> None:
         """Apply what a refresh of these paths wrote: each one's (mode, object id) with no
         stat data, or nothing; entries below a path go (a folder became a file or went).

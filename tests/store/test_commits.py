@@ -140,6 +140,29 @@ def test_the_git_index_is_written_into_the_one_it_replaced_unless_someone_reads_
     assert not spare.exists()
 
 
+def test_an_index_someone_wrote_is_rewritten_only_where_it_lags_head(ws: Workspace) -> None:
+    """A person's `git status` writes the index just after a landing set its entries: the
+    store does not rewrite it then (its refresh would hold index.lock against their next
+    command). An index written back with a landed entry reverted (a `git merge` that read
+    it before the landing) is set right."""
+    index = ws.root / ".git" / "index"
+    meta = CommandMeta("page.save", actor="hermes")
+    ws.apply(meta, [Write("a.md", b"# 1\n")])
+    git(ws.root, "status")  # (writes an index of its own)
+    written = index.stat()
+    ws.idle()
+    assert ws.git_index._pending_entries() == {}
+    after = index.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
+    before_landing = index.read_bytes()
+    ws.apply(meta, [Write("a.md", b"# 2\n")])
+    index.write_bytes(before_landing)  # the landed entry reverted
+    assert git(ws.root, "diff", "--cached", "--name-only") == "a.md\n"
+    ws.idle()
+    assert git(ws.root, "diff", "--cached", "--name-only") == ""
+    assert_clean(ws.root)
+
+
 def test_only_trees_on_the_changed_path_are_rewritten(ws: Workspace) -> None:
     ws.apply(META, [Write(f"big/{i}.md", b"x%d" % i) for i in range(50)] + [Write("o/p.md", b"p")])
     repo = pygit2.Repository(str(ws.root))
