@@ -253,8 +253,8 @@ class IndexFile:
         return tree + self._kept
 
 
-def write_parts(fd: int, parts: list[bytes], held: list[bytes] | None = None) -> None:
-    """Write ``parts`` from the start of ``fd``'s file, which holds ``held`` (the parts written
+def write_parts(fd: int, parts: list[bytes], old: list[bytes] | None = None) -> None:
+    """Write ``parts`` from the start of ``fd``'s file, which holds ``old`` (the parts written
     into it before; None: unknown or empty): a part that is the same object at the same
     offset there is left as it is, so only what changed since is written. The blocks are
     reserved first: ext4 writes out at once the unallocated blocks of a file renamed over
@@ -262,7 +262,7 @@ def write_parts(fd: int, parts: list[bytes], held: list[bytes] | None = None) ->
     allocate(fd, sum(len(b) for b in parts))
     there: dict[int, bytes] = {}
     offset = 0
-    for part in held or ():
+    for part in old or ():
         there[offset] = part
         offset += len(part)
     run: list[bytes] = []

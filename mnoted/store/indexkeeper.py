@@ -294,7 +294,7 @@ class IndexKeeper:
                 raise indexstat.Unsupported("the Git index holds unmerged entries")
             index.set(entries)
             parts = index.parts()
-            token, fd, held = self._token(index_path)
+            token, fd, old = self._token(index_path)
         except (indexstat.Unsupported, OSError, ValueError, struct.error) as exc:
             log.info("the Git index is refreshed later: %s", exc)
             return None
@@ -305,7 +305,7 @@ class IndexKeeper:
             index,
             entries,
             parts,
-            durable.run(indexfile.write_parts, fd, parts, held),
+            durable.run(indexfile.write_parts, fd, parts, old),
             durable.run(index.checksum, parts),
         )
 
@@ -315,25 +315,26 @@ class IndexKeeper:
         The spare (the index the one in place replaced, kept under ``.git/mnote/``) is taken
         where no one has it open or mapped (a ``git status`` begun before it was replaced
         may still read it): it is leased until written, and only the blocks changed since it
-        was in place are written again. Else a new file: then the whole index is written (8.8
-        MB at 100,000 files) and the replaced one's pages freed, which on a small machine cost
-        the write more than the rest of the index's upkeep."""
-        held, self._spare = self._spare, None
+        was in place are written again. Else a new file: then the whole index is written
+        (megabytes in a large workspace) and the replaced one's pages are freed, which on a
+        small machine cost a write more than the rest of the index's upkeep."""
+        old, self._spare = self._spare, None
         try:
             token, fd = gitlock.make_token(self.gitdir, index_path, reuse=self._spare_path)
         except FileNotFoundError:
             return (*gitlock.make_token(self.gitdir, index_path), None)
         if os.fstat(fd).st_nlink == 1 and dirfd.alone(fd):  # (2 links: it is .git/index too)
-            return token, fd, held
+            return token, fd, old
         _drop(token)
         durable.close_later(fd)
         return (*gitlock.make_token(self.gitdir, index_path), None)
 
     def install(self, prepared: IndexWrite) -> None:
         """Put a prepared index in place, unless someone wrote the index since it was read
-        or holds its lock (the paths stay pending for a refresh). The replaced file is
-        closed on the fsync pool: its last name gone, freeing its pages (megabytes at
-        100,000 files) would otherwise be paid before the answer."""
+        or holds its lock (the paths stay pending for a refresh). The replaced file becomes
+        the spare; where it cannot, it is closed on the fsync pool: its last name gone,
+        freeing its pages (megabytes in a large workspace) would otherwise be paid before
+        the answer."""
         prepared.settled = True
         index_path = self.gitdir / "index"
         try:
