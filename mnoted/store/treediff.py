@@ -23,7 +23,7 @@ RENAME_LIMIT = 1000
 """Inexact detection is skipped when deleted × added pairs exceed this squared (as Git)."""
 
 _TREE = pygit2.GIT_OBJECT_TREE
-_REGULAR = (pygit2.GIT_FILEMODE_BLOB, pygit2.GIT_FILEMODE_BLOB_EXECUTABLE)
+_REGULAR = (trees.FILE, trees.EXECUTABLE)
 
 
 @dataclass(frozen=True)
