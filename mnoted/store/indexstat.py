@@ -83,20 +83,28 @@ class IndexStat:
         The index file's mtime stays the one parsed: entries carried over keep their stat
         data, and one that was racy against the old file must stay racy.
         """
+        keys = self._sorted  # kept in step: sorting every path again costs a large workspace
         for path, entry in changes.items():
             for below in list(self.under(path)):
                 del self.entries[below]
+                if keys is not None:
+                    del keys[bisect.bisect_left(keys, below)]
+            had = path in self.entries
             if entry is None:
                 self.entries.pop(path, None)
             else:
                 self.entries[path] = (entry[0], 0, 0, 0, 0, entry[1])
+            if keys is not None and had != (entry is not None):
+                if had:
+                    del keys[bisect.bisect_left(keys, path)]
+                else:
+                    bisect.insort(keys, path)
             self.unmerged = self.unmerged - {path}
             self.skipped = self.skipped - {path}  # an entry written anew has no flags
             folder = path
             while folder:
                 folder = folder.rpartition("/")[0]
                 self.trees.pop(folder, None)  # as libgit2 invalidates the cache tree
-        self._sorted = None
 
     @property
     def sorted_paths(self) -> list[str]:

@@ -446,3 +446,27 @@ def test_a_file_whose_name_is_not_utf8_is_left_alone(tmp_path: Path) -> None:
         assert ws.commit_external(sorted(listed | set(changed))) is not None
         committed = git(ws.root, "ls-tree", "-r", "--name-only", "HEAD").split()
         assert "plain.md" in committed and not any("caf" in p or "old" in p for p in committed)
+
+
+_PATHS = st.sampled_from(["a", "a/b", "a/b/c", "a/d", "a.md", "ab", "b", "b/c"])
+
+
+@given(
+    start=st.sets(_PATHS),
+    steps=st.lists(st.dictionaries(_PATHS, st.none() | st.just((0o100644, b"\1" * 20)))),
+)
+@settings(max_examples=200, deadline=None)
+def test_updates_keep_the_sorted_paths_in_step(
+    start: set[str], steps: list[dict[str, tuple[int, bytes] | None]]
+) -> None:
+    """The carried index keeps its sorted paths across updates (added, removed, folders
+    replaced by files) as a parse of the result would have them."""
+    stat = indexstat.IndexStat({p: (0o100644, 0, 0, 0, 0, b"\0" * 20) for p in start}, 0)
+    assert stat.sorted_paths == sorted(start)
+    for changes in steps:
+        stat.update(changes)
+        assert stat.sorted_paths == sorted(stat.entries)
+        for folder in ("a", "a/b", "b"):
+            assert list(stat.under(folder)) == sorted(
+                p for p in stat.entries if p.startswith(folder + "/")
+            )
