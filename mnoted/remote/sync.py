@@ -47,6 +47,8 @@ T = TypeVar("T")
 STATE_FILE = "remote.json"
 _PUSH_ATTEMPTS = 4
 _LAND_ATTEMPTS = 3
+LOOK_SECONDS = 1.0
+"""How often, at most, a commit has Git's config read for a remote (:meth:`RemoteSync.poke`)."""
 _NOTE_JOBS = 100_000  # (jobs of blockids.MAX_NOTED pages: far beyond any workspace)
 
 
@@ -115,6 +117,7 @@ class RemoteSync:
         self._running = False
         self._started = False
         self._thread: threading.Thread | None = None  # the loop, while there is a remote
+        self._looked = -LOOK_SECONDS  # (clock) when poke last read Git's config
 
     # -- control ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -125,11 +128,14 @@ class RemoteSync:
         self.poke()
 
     def poke(self) -> None:
-        """Start the loop if it is not running and there is a remote to sync with. Cheap
-        (one small file read): the runner calls it when idle, :meth:`committed` at each
-        commit, so a remote added by ``git remote add`` is noticed within a second."""
-        if self._thread is None and self._has_remote():
-            self._ensure_loop()
+        """Start the loop if it is not running and there is a remote to sync with (one small
+        file read): the runner calls it when idle, :meth:`committed` after a commit once
+        :data:`LOOK_SECONDS` passed since, so a remote added by ``git remote add`` is noticed
+        within a second, and a busy writer does not read Git's config at every commit."""
+        if self._thread is None:
+            self._looked = self._clock()
+            if self._has_remote():
+                self._ensure_loop()
 
     def _ensure_loop(self) -> None:
         with self._lock:  # (reentrant: sync_now holds it)
@@ -169,7 +175,8 @@ class RemoteSync:
                 self._push_first = now
             self._push_at = min(now + delay, self._push_first + self.config.push_max_delay)
             self._lock.notify_all()
-        self.poke()
+        if self._thread is None and now - self._looked >= LOOK_SECONDS:
+            self.poke()
 
     def sync_now(self, *, resume: bool = False, timeout: float = 120.0) -> dict[str, Any]:
         """Run a cycle now (``resume``: clear a stop after a rewritten remote) and return the

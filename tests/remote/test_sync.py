@@ -520,3 +520,37 @@ def test_the_loop_runs_only_while_there_is_a_remote(tmp_path: Path) -> None:
     finally:
         a.sync.stop()
         a.ws.close()
+
+
+def test_commits_look_for_a_remote_at_most_once_a_second(tmp_path: Path) -> None:
+    """A busy writer does not read Git's config at every commit, yet a remote added while
+    it commits is found by the first commit a second after the last look."""
+    bare = tmp_path / "remote.git"
+    run_git(tmp_path, "init", "--bare", "-b", "main", str(bare))
+    root = tmp_path / "ws"
+    Workspace.init(root).close()
+    now = [100.0]
+    sync = RemoteSync(root, tmp_path / "state", lambda fn: fn(), clock=lambda: now[0])
+    looks: list[float] = []
+    has_remote = sync._has_remote
+
+    def counted() -> bool:
+        looks.append(now[0])
+        return has_remote()
+
+    sync._has_remote = counted  # type: ignore[method-assign]
+    try:
+        sync.start()
+        for _ in range(3):
+            now[0] += 0.25
+            sync.committed()
+        assert looks == [100.0] and sync._thread is None
+        run_git(root, "remote", "add", "origin", bare.as_uri())
+        now[0] += 0.125  # 0.875 s since the look
+        sync.committed()
+        assert sync._thread is None
+        now[0] += 0.125
+        sync.committed()
+        assert looks[:2] == [100.0, 101.0] and sync._thread is not None  # (then the loop looks)
+    finally:
+        sync.stop()
