@@ -507,48 +507,52 @@ def bench_size(
             f"  {'1 MB page saved in an editor, read back':<44} {saved * 1000:8.0f} ms"
             f"               parse {parsed * 1000:8.0f} ms  ratio {saved / parsed:6.2f}"
         )
-        # Many agents writing distinct pages at once.
-        latencies: list[float] = []
-        failures = [0]
-        per_agent = max(30, writes // 3)  # a few seconds: one burst's ramp is a small part
-        for k in range(agents):
-            (root / f"agents/a{k}.md").parent.mkdir(exist_ok=True)
-            (root / f"agents/a{k}.md").write_text("# Agent\n\nmnoted bench marker A\n")
-        client.request("POST", "/v1/tools/call", client.envelope("mnote.workspace.list", None))
-        time.sleep(1.0)
+        if agents > 0:  # (--agents 0 skips them)
+            # Many agents writing distinct pages at once.
+            latencies: list[float] = []
+            failures = [0]
+            per_agent = max(30, writes // 3)  # a few seconds: one burst's ramp is a small part
+            for k in range(agents):
+                (root / f"agents/a{k}.md").parent.mkdir(exist_ok=True)
+                (root / f"agents/a{k}.md").write_text("# Agent\n\nmnoted bench marker A\n")
+            client.request("POST", "/v1/tools/call", client.envelope("mnote.workspace.list", None))
+            time.sleep(1.0)
 
-        def agent(k: int, first: int) -> None:
-            c = daemon.client()
-            for i in range(first, first + per_agent):
+            def agent(k: int, first: int) -> None:
+                c = daemon.client()
+                for i in range(first, first + per_agent):
+                    t0 = time.perf_counter()
+                    body = edit_body(c, i, f"agents/a{k}.md")
+                    resp = c.request("POST", "/v1/tools/call", body)[1]
+                    latencies.append(time.perf_counter() - t0)
+                    if not resp.get("ok"):
+                        failures[0] += 1
+
+            rates = []
+            for burst in range(3):  # a burst lasts a second or two on a VM whose speed drifts
                 t0 = time.perf_counter()
-                resp = c.request("POST", "/v1/tools/call", edit_body(c, i, f"agents/a{k}.md"))[1]
-                latencies.append(time.perf_counter() - t0)
-                if not resp.get("ok"):
-                    failures[0] += 1
-
-        rates = []
-        for burst in range(3):  # a burst lasts a second or two on a VM whose speed drifts
-            t0 = time.perf_counter()
-            threads = [
-                threading.Thread(target=agent, args=(k, burst * per_agent)) for k in range(agents)
-            ]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            rates.append(agents * per_agent / (time.perf_counter() - t0))
-        print(
-            f"  {f'{agents} agents, distinct pages: commits/s':<44} "
-            f"{statistics.median(rates):8.0f}   p99 {quantiles(latencies)[1]:8.2f} ms"
-            f"   failures {failures[0]}   (bursts {' / '.join(f'{r:.0f}' for r in rates)})"
-        )
+                threads = [
+                    threading.Thread(target=agent, args=(k, burst * per_agent))
+                    for k in range(agents)
+                ]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                rates.append(agents * per_agent / (time.perf_counter() - t0))
+            print(
+                f"  {f'{agents} agents, distinct pages: commits/s':<44} "
+                f"{statistics.median(rates):8.0f}   p99 {quantiles(latencies)[1]:8.2f} ms"
+                f"   failures {failures[0]}   (bursts {' / '.join(f'{r:.0f}' for r in rates)})"
+            )
     finally:
         daemon.stop()
-    failed, left, mixed, attempts = git_at_once(base / f"git{size}", env, agents, 4)
-    print(
-        f"  {f'{agents} x git add FILE && git commit at once':<44} failed {failed} of {attempts}"
-        f"   files left uncommitted {left}   commits holding another's file {mixed}"
-    )
+    if agents > 0:
+        failed, left, mixed, attempts = git_at_once(base / f"git{size}", env, agents, 4)
+        print(
+            f"  {f'{agents} x git add FILE && git commit at once':<44} failed {failed} of "
+            f"{attempts}   files left uncommitted {left}   commits holding another's file {mixed}"
+        )
     if mcp_out is not None:
         mcp_edit, mcp_read = quantiles(mcp_out["edit"]), quantiles(mcp_out["read"])
         line("MCP fs server: edit_file (10 KB, no fsync)", mcp_edit)
