@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.steps import STEPS
 from tests.conftest import CORPUS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,6 +56,14 @@ def test_the_daemon_benchmark_runs(tmp_path: Path) -> None:
     ):
         assert label in out.stdout, (label, out.stdout)
     assert "failures 0" in out.stdout
+
+
+@pytest.mark.slow
+def test_the_steps_benchmark_times_every_step(tmp_path: Path) -> None:
+    out = run_bench(tmp_path, "bench/steps.py", "--size", "100", "--writes", "3")
+    assert "100 files, 3 writes: through the client median" in out.stdout, out.stdout
+    timed = {line.split()[0] for line in out.stdout.splitlines()[2:]}
+    assert timed == {step.partition(":")[2] for step in STEPS}, out.stdout
 
 
 @pytest.mark.slow
