@@ -83,18 +83,17 @@ class IndexStat:
         The index file's mtime stays the one parsed: entries carried over keep their stat
         data, and one that was racy against the old file must stay racy.
         """
-        keys = self._sorted  # kept in step: sorting every path again costs a large workspace
+        keys = self.sorted_paths  # kept in step: sorting every path again costs a large workspace
         for path, entry in changes.items():
             for below in list(self.under(path)):
                 del self.entries[below]
-                if keys is not None:
-                    del keys[bisect.bisect_left(keys, below)]
+                del keys[bisect.bisect_left(keys, below)]
             had = path in self.entries
             if entry is None:
                 self.entries.pop(path, None)
             else:
                 self.entries[path] = (entry[0], 0, 0, 0, 0, entry[1])
-            if keys is not None and had != (entry is not None):
+            if had != (entry is not None):
                 if had:
                     del keys[bisect.bisect_left(keys, path)]
                 else:
