@@ -85,9 +85,12 @@ class IndexStat:
         """
         keys = self.sorted_paths  # kept in step: sorting every path again costs a large workspace
         for path, entry in changes.items():
-            for below in list(self.under(path)):
-                del self.entries[below]
-                del keys[bisect.bisect_left(keys, below)]
+            below = list(self.under(path))  # (a run of the sorted paths, taken out whole)
+            if below:
+                for gone in below:
+                    del self.entries[gone]
+                first = bisect.bisect_left(keys, min(below))
+                del keys[first : first + len(below)]
             had = path in self.entries
             if entry is None:
                 self.entries.pop(path, None)
