@@ -175,7 +175,7 @@ class RemoteSync:
                 self._push_first = now
             self._push_at = min(now + delay, self._push_first + self.config.push_max_delay)
             self._lock.notify_all()
-        if self._thread is None and now - self._looked >= LOOK_SECONDS:
+        if now - self._looked >= LOOK_SECONDS:
             self.poke()
 
     def sync_now(self, *, resume: bool = False, timeout: float = 120.0) -> dict[str, Any]:
