@@ -67,14 +67,19 @@ def line(
 
 
 class Daemon:
-    def __init__(self, root: Path, base: Path, env: dict[str, str]) -> None:
+    def __init__(
+        self,
+        root: Path,
+        base: Path,
+        env: dict[str, str],
+        command: Sequence[str] = (sys.executable, "-m", "mnoted.cli.main"),
+    ) -> None:
+        """The daemon on ``root``, started by ``command`` (the CLI's arguments follow)."""
         self.sock = base / "b.sock"
         self.env = env
         self.proc = subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "mnoted.cli.main",
+                *command,
                 "daemon",
                 "--workspace",
                 str(root),

@@ -78,7 +78,8 @@ def serve(steps: list[str], out: str, argv: list[str]) -> None:
 
     def dump(*_: object) -> None:
         lines = [f"{attr}\t{n}\t{total}" for attr, (n, total) in times.items()]
-        Path(out).write_text("\n".join(lines))
+        Path(f"{out}.tmp").write_text("\n".join(lines))
+        os.replace(f"{out}.tmp", out)  # (whole when the driver sees it)
 
     signal.signal(signal.SIGUSR1, lambda *_: times.clear())
     signal.signal(signal.SIGUSR2, dump)
@@ -101,15 +102,7 @@ def drive(size: int, writes: int, steps: list[str]) -> None:
         out = base / "steps.tsv"
         env["MNOTED_BENCH_STEPS"] = ",".join(steps)
         env["MNOTED_BENCH_STEPS_OUT"] = str(out)
-        started = bench.subprocess.Popen
-
-        def popen(args: list[str], *rest: Any, **kw: Any) -> Any:  # the daemon, timed
-            if args[1:3] == ["-m", "mnoted.cli.main"]:
-                args = [args[0], __file__, "--serve", *args[3:]]
-            return started(args, *rest, **kw)
-
-        bench.subprocess.Popen = popen
-        daemon = bench.Daemon(root, base, env)
+        daemon = bench.Daemon(root, base, env, command=(sys.executable, __file__, "--serve"))
         try:
             client = daemon.client()
             bench.search_ready(client)
