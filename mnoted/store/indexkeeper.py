@@ -116,6 +116,8 @@ class IndexKeeper:
         self._spare: list[bytes] | None = None
         self._installed: tuple[object, list[bytes]] | None = None
         self._synced: dict[str, gitindex.Entry] = {}  # entries set at landings, still pending
+        # ((ORIG_HEAD's tree, HEAD's tree), HEAD's entries of the paths between the two)
+        self._raced: tuple[tuple[pygit2.Oid, pygit2.Oid], dict[str, gitindex.Entry]] | None = None
 
     def close(self) -> None:
         """Wait for a refresh still running on its thread; remove the spare."""
@@ -242,27 +244,49 @@ class IndexKeeper:
             self._side.clear_index_pending(done)
             for path in done:
                 del entries[path]
-        if entries and unfinished_operation(self._repo) is not None:
-            entries = self._stale_beside_operation(entries)
+        if unfinished_operation(self._repo) is not None:
+            entries = self._stale_beside_operation({**self._raced_operation(), **entries})
         return entries
+
+    def _raced_operation(self) -> dict[str, gitindex.Entry]:
+        """HEAD's entries for the paths that changed between ``ORIG_HEAD`` (where a merge or
+        the like read HEAD) and HEAD, where the index does not hold them. A landing between
+        the operation's reading of the index and its writing it back was set and is pending
+        no more; the operation then wrote the older entry back (the diff is empty unless a
+        landing raced it: mnoted refuses to commit while one is under way)."""
+        try:
+            orig = self._repo.revparse_single("ORIG_HEAD").peel(pygit2.Commit)
+        except (KeyError, ValueError, pygit2.GitError):
+            return {}
+        head = self._head_tree()
+        if head is None:
+            return {}
+        key = (orig.tree_id, head.id)
+        if self._raced is None or self._raced[0] != key:
+            diff = orig.tree.diff_to_tree(head)
+            paths = {p for d in diff.deltas for p in (d.old_file.path, d.new_file.path)}
+            self._raced = (key, gitindex.entries_at(head, paths))
+        index = self._external.index_stat()
+        return {p: e for p, e in self._raced[1].items() if not index.agrees(p, e)}
 
     def _stale_beside_operation(
         self, entries: dict[str, gitindex.Entry]
     ) -> dict[str, gitindex.Entry]:
         """Of the pending entries, while a merge (or the like) owns the index, those only
-        the index holds back: no conflict there, and the disk holding HEAD's version (a
-        landing that raced the merge's start; its abort refuses while the entry is stale).
+        the index holds back: no conflict there, and the disk holding HEAD's version, or
+        no file where HEAD has none (a landing that raced the merge's start; its abort
+        refuses while the entry is stale, and its commit would revert the landing).
         A path the merge resolved or left in conflict is the merge's."""
         index = self._external.index_stat()
         out: dict[str, gitindex.Entry] = {}
         for path, entry in entries.items():
-            if entry is None or path in index.unmerged:
+            if path in index.unmerged:
                 continue
             try:
                 found = disk_file(self.root, path, self._stats)
             except PathRejected:
                 continue
-            if found is not None and found.blob == entry[0]:
+            if (found is None) if entry is None else (found is not None and found.blob == entry[0]):
                 out[path] = entry
         return out
 

@@ -11,7 +11,7 @@ import pygit2
 import pytest
 
 from mnoted.errors import WorkspaceInvalid
-from mnoted.store import CommandMeta, Workspace, Write, indexfile
+from mnoted.store import CommandMeta, Delete, Workspace, Write, indexfile
 from mnoted.store.indexfile import IndexFile
 from tests.store.conftest import git
 
@@ -150,3 +150,43 @@ def test_a_file_written_again_holds_exactly_the_new_bytes(
         assert files[target].read_bytes() == patched.serialize()
         index_path.write_bytes(files[target].read_bytes())
         assert len(pygit2.Index(str(index_path))) > 0  # (libgit2 checks the sum)
+
+
+@pytest.mark.parametrize("landed", [b"# P\n\nv2\n", None], ids=["saved", "deleted"])
+def test_a_merge_that_raced_a_landing_can_still_be_aborted(
+    ws: Workspace, landed: bytes | None
+) -> None:
+    """`git merge` reads HEAD and the index, then writes the index back: a landing in between
+    (the index set, nothing left pending) finds its entry put back to the page's older version
+    once the merge stops half-way (HEAD moved under it). `git merge --abort` then refuses
+    ("not uptodate") and a `git commit` ending the merge would revert the agent's write.
+    Idle, the store sets the entry again: only that path, the merge's own work left alone."""
+    root = ws.root
+    ws.apply(CommandMeta("page.create", actor="hermes"), [Write("p.md", b"# P\n\nv1\n")])
+    ws.idle()
+    before = git(root, "rev-parse", "HEAD").strip()
+    old_blob = git(root, "rev-parse", "HEAD:p.md").strip()
+    git(root, "checkout", "-q", "-b", "side")
+    (root / "other.md").write_text("from side\n")
+    git(root, "add", "other.md")
+    git(root, "-c", "user.name=p", "-c", "user.email=p@x", "commit", "-qm", "side")
+    git(root, "checkout", "-q", "main")
+    ws.refresh()
+    change = Delete("p.md") if landed is None else Write("p.md", landed)
+    ws.apply(CommandMeta("page.save", actor="hermes"), [change])
+    ws.idle()
+    head = git(root, "rev-parse", "HEAD").strip()
+    # What the merge leaves: its result from the HEAD it read, MERGE_HEAD, ORIG_HEAD there.
+    git(root, "-c", "user.name=p", "-c", "user.email=p@x", "merge", "-q", "--no-commit", "side")
+    git(root, "update-index", "--add", "--cacheinfo", f"100644,{old_blob},p.md")
+    (root / ".git" / "ORIG_HEAD").write_text(before + "\n")
+    assert "p.md" in git(root, "diff", "--cached", "--name-only", "HEAD")
+    ws.idle()
+    assert git(root, "diff", "--cached", "--name-only", "HEAD").split() == ["other.md"]
+    git(root, "merge", "--abort")
+    assert git(root, "rev-parse", "HEAD").strip() == head
+    if landed is None:
+        assert not (root / "p.md").exists()
+    else:
+        assert (root / "p.md").read_bytes() == landed
+    assert git(root, "status", "--porcelain") == ""
