@@ -28,7 +28,6 @@ import pygit2
 
 from mnoted.errors import LockBusy, MnoteError, PathRejected, StorageError
 from mnoted.store import dirfd, durable, faults, gitindex, gitlock, indexfile, indexstat
-from mnoted.store.bootstrap import unfinished_operation
 from mnoted.store.external import External
 from mnoted.store.sidecar import Sidecar
 from mnoted.store.statcache import StatCache
@@ -244,16 +243,19 @@ class IndexKeeper:
             self._side.clear_index_pending(done)
             for path in done:
                 del entries[path]
-        if unfinished_operation(self._repo) is not None:
-            entries = self._stale_beside_operation({**self._raced_operation(), **entries})
+        state = self._repo.state()
+        if state == pygit2.enums.RepositoryState.MERGE:
+            entries = {**self._raced_merge(), **entries}
+        if state != pygit2.enums.RepositoryState.NONE:
+            entries = self._stale_beside_operation(entries)
         return entries
 
-    def _raced_operation(self) -> dict[str, gitindex.Entry]:
-        """HEAD's entries for the paths that changed between ``ORIG_HEAD`` (where a merge or
-        the like read HEAD) and HEAD, where the index does not hold them. A landing between
-        the operation's reading of the index and its writing it back was set and is pending
-        no more; the operation then wrote the older entry back (the diff is empty unless a
-        landing raced it: mnoted refuses to commit while one is under way)."""
+    def _raced_merge(self) -> dict[str, gitindex.Entry]:
+        """HEAD's entries for the paths that changed between ``ORIG_HEAD`` (the HEAD a merge
+        read as it began) and HEAD, where the index does not hold them. A landing between the
+        merge's reading of the index and its writing it back was set and is pending no more;
+        the merge then wrote the older entry back (the diff is empty unless a landing raced
+        it: mnoted refuses to commit while a merge is under way)."""
         try:
             orig = self._repo.revparse_single("ORIG_HEAD").peel(pygit2.Commit)
         except (KeyError, ValueError, pygit2.GitError):
