@@ -5,7 +5,8 @@ write path (``STEPS``), makes ``--writes`` markdown edits of the 10 KB page thro
 project's client after 20 unmeasured ones, and prints, per step in ``STEPS``'s order, calls
 per write and its mean wall time per call, beside the client's median. Steps nest (the
 landing holds the pack's write); a call is timed on whichever thread makes it (a pack
-merge's write counts beside the landings'). The timers cost a few microseconds a call.
+merge's write is listed apart, with the name of its thread). The timers cost a few
+microseconds a call.
 
     python bench/steps.py [--size 100] [--writes 400] [--step module:Class.method ...]
 """
@@ -20,6 +21,7 @@ import signal
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -62,7 +64,8 @@ def serve(steps: list[str], out: str, argv: list[str]) -> None:
             try:
                 return fn(*args, **kwargs)
             finally:
-                kept = times[name]
+                thread = threading.current_thread().name
+                kept = times[name if thread.startswith("mnoted-ws-") else f"{name} [{thread}]"]
                 kept[0] += 1
                 kept[1] += time.perf_counter() - t0
 
@@ -126,16 +129,16 @@ def drive(size: int, writes: int, steps: list[str]) -> None:
             f"mean {statistics.mean(samples[20:]) * 1000:.2f} ms"
         )
         print(f"  {'step':<44} {'calls/write':>11} {'ms/call':>8} {'ms/write':>9}")
-        rows = {row.split("\t")[0]: row.split("\t")[1:] for row in out.read_text().splitlines()}
+        rows = [row.split("\t") for row in out.read_text().splitlines()]
         for step in steps:
             name = step.partition(":")[2]
-            if name not in rows:
-                continue
-            calls, seconds = int(rows[name][0]), float(rows[name][1])
-            print(
-                f"  {name:<44} {calls / writes:11.2f} {seconds / calls * 1000:8.3f} "
-                f"{seconds / writes * 1000:9.3f}"
-            )
+            for key, calls_, seconds_ in rows:
+                if key == name or key.startswith(f"{name} ["):
+                    calls, seconds = int(calls_), float(seconds_)
+                    print(
+                        f"  {key:<44} {calls / writes:11.2f} {seconds / calls * 1000:8.3f} "
+                        f"{seconds / writes * 1000:9.3f}"
+                    )
 
 
 def main() -> None:
