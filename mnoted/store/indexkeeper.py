@@ -288,7 +288,11 @@ class IndexKeeper:
                 found = disk_file(self.root, path, self._stats)
             except PathRejected:
                 continue
-            if (found is None) if entry is None else (found is not None and found.blob == entry[0]):
+            if entry is None:
+                at_head = found is None
+            else:
+                at_head = found is not None and found.blob == entry[0]
+            if at_head:
                 out[path] = entry
         return out
 
