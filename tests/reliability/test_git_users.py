@@ -98,14 +98,18 @@ def appending_agent(
         time.sleep(pause[0])
 
 
-def give_up_merge(root: Path) -> None:
+def give_up_merge(root: Path) -> str:
     """What a person does after a merge stopped half-way (the branch moved under it, Git
-    could not make its commit): `git merge --abort`, tried again while a lock is held."""
+    could not make its commit): `git merge --abort`, tried again while a lock is held. What
+    the last refused abort said, if it never went through."""
+    said = ""
     for _ in range(20):
         if not (root / ".git" / "MERGE_HEAD").exists():
-            return
-        subprocess.run(["git", "merge", "--abort"], cwd=root, capture_output=True)
+            return ""
+        run = subprocess.run(["git", "merge", "--abort"], cwd=root, capture_output=True)
+        said = run.stderr.decode(errors="replace").strip()
         time.sleep(0.05)
+    return said
 
 
 def test_users_git_while_agents_write_loses_no_acknowledged_commit(
@@ -169,7 +173,9 @@ def test_users_git_while_agents_write_loses_no_acknowledged_commit(
                 if run.returncode == 0:
                     break
                 errors.append(run.stderr.decode(errors="replace").strip())
-                give_up_merge(root)
+                refused = give_up_merge(root)
+                if refused:
+                    errors.append(f"git merge --abort: {refused}")
                 if time.monotonic() > deadline:
                     raise AssertionError(f"git {args[0]} failed {len(errors)}: {errors[-3:]}")
                 time.sleep(0.1)
