@@ -27,7 +27,16 @@ from pathlib import Path
 import pygit2
 
 from mnoted.errors import LockBusy, MnoteError, PathRejected, StorageError
-from mnoted.store import dirfd, durable, faults, gitindex, gitlock, indexfile, indexstat
+from mnoted.store import (
+    dirfd,
+    durable,
+    faults,
+    gitindex,
+    gitlock,
+    indexfile,
+    indexstat,
+    treediff,
+)
 from mnoted.store.external import External
 from mnoted.store.sidecar import Sidecar
 from mnoted.store.statcache import StatCache
@@ -264,9 +273,9 @@ class IndexKeeper:
         if head is None:
             return {}
         key = (orig.tree_id, head.id)
-        if self._raced is None or self._raced[0] != key:
-            diff = orig.tree.diff_to_tree(head)
-            paths = {p for d in diff.deltas for p in (d.old_file.path, d.new_file.path)}
+        if self._raced is None or self._raced[0] != key:  # (files only: the rest is refused
+            # on disk by _stale_beside_operation; folders both trees share are not walked)
+            paths = [path for path, _ in treediff.changed_files(self._repo, orig.tree, head)]
             self._raced = (key, gitindex.entries_at(head, paths))
         index = self._external.index_stat()
         return {p: e for p, e in self._raced[1].items() if not index.agrees(p, e)}
