@@ -43,16 +43,18 @@ def rel_path(i: int) -> str:
     return f"d{i // 1000:03d}/s{(i // 100) % 10}/note-{i}.md"
 
 
-def note(i: int) -> bytes:
-    """The bytes of file ``i``."""
-    return f"# Note {i}\n\nSome text of note {i}.\n".encode()
+def write_note(root: Path, i: int) -> bytes:
+    """Write file ``i`` of the tree below ``root``; its bytes."""
+    path = root / rel_path(i)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = f"# Note {i}\n\nSome text of note {i}.\n".encode()
+    path.write_bytes(data)
+    return data
 
 
 def build_repo(root: Path, size: int, env: dict[str, str]) -> None:
     for i in range(size):
-        path = root / rel_path(i)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(note(i))
+        write_note(root, i)
     git(root, env, "init", "-q", "-b", "main")
     git(root, env, "add", "-A")
     git(root, env, "commit", "-q", "-m", "initial notes")

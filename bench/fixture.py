@@ -22,7 +22,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from commit import GIT_ENV, note, rel_path
+from commit import GIT_ENV, rel_path, write_note
 
 NO_AUTO_GC = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "gc.auto", "GIT_CONFIG_VALUE_0": "0"}
 
@@ -37,10 +37,7 @@ def build_packed_repo(root: Path, size: int, env: dict[str, str]) -> None:
         f"{int(time.time())} +0000\ndata 13\ninitial notes\n".encode(),
     ]
     for i in range(size):
-        path = root / rel_path(i)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = note(i)
-        path.write_bytes(data)
+        data = write_note(root, i)
         stream.append(f"M 100644 inline {rel_path(i)}\ndata {len(data)}\n".encode() + data)
     git = ["git", "-C", str(root)]
     subprocess.run([*git, "init", "-q", "-b", "main"], env=quiet, check=True)
