@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from mnoted.store import aio
+
 log = logging.getLogger("mnoted.store")
 
 T = TypeVar("T")
@@ -40,10 +42,16 @@ class Syncing:
 
     def __init__(self, fds: Sequence[int], *, owned: Sequence[int] = ()) -> None:
         self._owned = list(owned)  # closed once synced
-        self._pending: list[Future[None]] = [_executor().submit(os.fsync, fd) for fd in fds]
+        # through the kernel where it can (`store.aio`); what it does not take, on the pool
+        self._kernel = aio.start(fds) if fds else None
+        rest = self._kernel.refused if self._kernel is not None else fds
+        self._pending: list[Future[None]] = [_executor().submit(os.fsync, fd) for fd in rest]
 
     def wait(self, error: BaseException | None = None) -> None:
         """Return once every fsync is done; raise ``error`` or the first one that failed."""
+        if self._kernel is not None:
+            failed = self._kernel.wait()
+            error = error or (failed[0] if failed else None)
         for done in self._pending:
             try:
                 done.result()
@@ -103,6 +111,9 @@ def sync_fds(fds: Sequence[int]) -> None:
     is synced (or has failed) before this returns, so the caller may close them.
     """
     if not fds:
+        return
+    if aio.usable():  # (the kernel syncs them all at once)
+        Syncing(fds).wait()
         return
     others = Syncing(fds[1:])
     error: BaseException | None = None

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from mnoted.store import dirfd
+from mnoted.store import aio, dirfd
 from tests.reliability.test_io_faults import check, ids_in_history
 from tests.service.conftest import Harness
 
@@ -65,6 +65,8 @@ class Injector:
 def injector(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Injector]:
     inj = Injector(request.param)
     monkeypatch.setattr(OWNERS.get(request.param, os), request.param, inj)
+    if request.param == "fsync":  # (fsyncs handed to the kernel do not call os.fsync)
+        monkeypatch.setattr(aio, "enabled", False)
     yield inj
     inj.clear()
 
