@@ -87,6 +87,9 @@ class Daemon:
                 str(self.sock),
             ],
             env=env,
+            # `-m` looks in the working folder first: there, the package of whatever checkout
+            # the bench was started in would run instead of the one PYTHONPATH names
+            cwd=base,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

@@ -46,12 +46,18 @@ def build_packed_repo(root: Path, size: int, env: dict[str, str]) -> None:
     subprocess.run([*git, "update-index", "-q", "--refresh"], env=quiet, check=True)
 
 
+CHECKOUT = Path(__file__).resolve().parent.parent
+"""The source tree this bench belongs to: the package its daemons run."""
+
+
 def daemon_env(base: Path) -> dict[str, str]:
     """The environment a bench's daemon and Git commands run in: a home, config and runtime
-    folder of its own below ``base``, a fixed Git identity, warnings only in the log."""
+    folder of its own below ``base``, a fixed Git identity, warnings only in the log, and
+    this checkout's package (``bench/turns.py`` names another one)."""
     return {
         **os.environ,
         **GIT_ENV,
+        "PYTHONPATH": str(CHECKOUT),
         "HOME": str(base),
         "XDG_CONFIG_HOME": str(base / "cfg"),
         "XDG_RUNTIME_DIR": str(base / "run"),
