@@ -6,8 +6,7 @@ it must take the interpreter's lock again to wake the writer, often from another
 while the writer runs Python. ``io_submit`` of ``IOCB_CMD_FSYNC`` requests (Linux 4.18 and
 later) has the kernel run the same ``vfs_fsync`` as ``fsync(2)`` on its own workers, all of
 them at once, while the caller waits in ``io_getevents`` without the interpreter's lock: a
-durable write is about a tenth faster (``docs/performance.md``, *fsyncs through the
-kernel*).
+durable write is 5-10% faster (``docs/performance.md``, *fsyncs through the kernel*).
 
 :func:`start` returns None where this cannot be used (another system or architecture, no
 such system call, a sandbox that forbids it, no context left), and leaves out the files the
@@ -17,9 +16,9 @@ caller syncs those through its pool, as before.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import errno
+import functools
 import itertools
 import logging
 import os
@@ -104,11 +103,14 @@ class _Context:
     for (any thread may wait: one at a time reads the context, under :attr:`lock`)."""
 
     def __init__(self) -> None:
+        assert _LIBC is not None
         handle = ctypes.c_ulong(0)
         _syscall(0, ctypes.c_uint(CAPACITY), ctypes.byref(handle))
         self.handle = handle
         self.lock = threading.Lock()
         self.results: dict[int, int] = {}
+        libc, numbers = _LIBC  # (what __del__ needs, held here: at exit, globals may be gone)
+        self._destroy = functools.partial(libc.syscall, ctypes.c_long(numbers[1]), handle)
 
     def submit(self, fds: Sequence[int]) -> list[int]:
         """Start syncing a prefix of ``fds``; the ids of those the kernel took (maybe none:
@@ -150,10 +152,9 @@ class _Context:
                     self.results[event.data] = event.res
             return [self.results.pop(i) for i in ids]
 
-    def __del__(self) -> None:  # (the thread ended: its requests were all waited for)
-        if _LIBC is not None:
-            with contextlib.suppress(OSError):
-                _syscall(1, self.handle)
+    def __del__(self) -> None:
+        """The thread ended: its context goes (the kernel first ends what it still runs)."""
+        self._destroy()
 
 
 def _give_up(exc: OSError) -> None:

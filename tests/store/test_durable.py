@@ -87,9 +87,7 @@ def test_a_failure_the_kernel_reports_is_raised_after_every_sync_ended(
 
 @needs_aio
 def test_more_fds_than_a_context_holds(tmp_path: Path) -> None:
-    fds = [
-        os.open(tmp_path / f"f{i}", os.O_CREAT | os.O_WRONLY) for i in range(aio.CAPACITY + 5)
-    ]
+    fds = [os.open(tmp_path / f"f{i}", os.O_CREAT | os.O_WRONLY) for i in range(aio.CAPACITY + 5)]
     try:
         syncing = durable.Syncing(fds)
         assert syncing._kernel is not None and len(syncing._kernel.refused) == 5
@@ -126,3 +124,27 @@ def test_without_aio_every_fsync_goes_to_the_pool(
     assert syncing._kernel is None and len(syncing._pending) == len(files)
     syncing.wait()
     durable.sync_fds(files)
+
+
+def _aio_rings() -> int:
+    """The AIO contexts this process holds (each maps a ring named ``[aio]``)."""
+    with open("/proc/self/maps") as fh:
+        return sum(1 for line in fh if "[aio]" in line)
+
+
+@needs_aio
+def test_a_thread_that_ends_gives_its_context_back(files: list[int]) -> None:
+    before = _aio_rings()
+    held: list[int] = []
+
+    def sync() -> None:
+        durable.Syncing(files).wait()
+        held.append(_aio_rings())  # (this thread's own context among them)
+
+    for _ in range(20):
+        t = threading.Thread(target=sync)
+        t.start()
+        t.join(timeout=30)
+    assert len(held) == 20 and min(held) >= 1
+    # kept, the twenty would all still be there (others' threads may hold one or two)
+    assert _aio_rings() <= before + 2
