@@ -2,10 +2,12 @@
 
 The store writes objects and files without syncing each one, then makes a whole set durable
 at once before the next step that depends on it (the journal, the branch, the answer).
-``fsync`` calls issued together from several threads let the file system serve them with
-one journal commit (ext4 and xfs group concurrent fsyncs), so a group of commands pays for
-about one flush instead of one per object, file and folder. libgit2's own fsync is off for
-the same reason: it would sync each object, and its parent folder, one after the other.
+``fsync`` calls issued together let the file system serve them with one journal commit
+(ext4 and xfs group concurrent fsyncs), so a group of commands pays for about one flush
+instead of one per object, file and folder. libgit2's own fsync is off for the same reason:
+it would sync each object, and its parent folder, one after the other. A set goes to the
+kernel in one system call (:mod:`~mnoted.store.aio`); what it does not take, and every set
+where Linux AIO is missing, goes to a pool of threads, one fsync each.
 """
 
 from __future__ import annotations
@@ -37,8 +39,8 @@ def _executor() -> ThreadPoolExecutor:
 
 
 class Syncing:
-    """fsyncs started together on the pool: the caller goes on with other work and calls
-    :meth:`wait` before it depends on them."""
+    """fsyncs started together (by the kernel, else on the pool): the caller goes on with
+    other work and calls :meth:`wait` before it depends on them."""
 
     def __init__(self, fds: Sequence[int], *, owned: Sequence[int] = ()) -> None:
         self._owned = list(owned)  # closed once synced
@@ -107,8 +109,9 @@ def _open_all(paths: Sequence[str | os.PathLike[str]]) -> list[int]:
 def sync_fds(fds: Sequence[int]) -> None:
     """fsync every fd, concurrently when there are several; raise the first error.
 
-    The first is synced on the calling thread while the pool syncs the others. Every fd
-    is synced (or has failed) before this returns, so the caller may close them.
+    The kernel syncs them all at once; without it, the first is synced on the calling
+    thread while the pool syncs the others. Every fd is synced (or has failed) before this
+    returns, so the caller may close them.
     """
     if not fds:
         return
