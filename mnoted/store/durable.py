@@ -52,7 +52,10 @@ class Syncing:
     def wait(self, error: BaseException | None = None) -> None:
         """Return once every fsync is done; raise ``error`` or the first one that failed."""
         if self._kernel is not None:
-            failed = self._kernel.wait()
+            try:
+                failed = self._kernel.wait()
+            except OSError as exc:  # (io_getevents itself failed: what the syncs did is unknown)
+                failed = [exc]
             error = error or (failed[0] if failed else None)
         for done in self._pending:
             try:
