@@ -161,3 +161,25 @@ def test_a_thread_that_ends_gives_its_context_back(files: list[int]) -> None:
     assert len(held) == 20 and min(held) >= 1
     # kept, the twenty would all still be there (others' threads may hold one or two)
     assert _aio_rings() <= before + 2
+
+
+@needs_aio
+def test_a_failed_wait_for_the_kernel_still_waits_for_the_pool_and_closes_what_it_opened(
+    tmp_path: Path, files: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: aio._Context, ids: list[int]) -> list[int]:
+        raise OSError(errno.EFAULT, "io_getevents failed")
+
+    monkeypatch.setattr(aio._Context, "wait", broken)
+    read_end, write_end = os.pipe()  # (refused by the kernel: synced, and failing, on the pool)
+    try:
+        syncing = durable.start_paths([tmp_path], [files[0], read_end])
+        on_pool = list(syncing._pending)
+        assert len(on_pool) == 2  # the pipe and the folder opened after it
+        with pytest.raises(OSError) as caught:
+            syncing.wait()
+        assert caught.value.errno == errno.EFAULT
+        assert all(f.done() for f in on_pool) and syncing._owned == []
+    finally:
+        os.close(read_end)
+        os.close(write_end)
