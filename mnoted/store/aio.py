@@ -27,6 +27,8 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from mnoted.store import dirfd
+
 log = logging.getLogger("mnoted.store")
 
 _SYSCALLS = {  # io_setup, io_destroy, io_getevents, io_submit
@@ -68,20 +70,12 @@ class _Event(ctypes.Structure):
     ]
 
 
-def _load() -> tuple[ctypes.CDLL, tuple[int, int, int, int]] | None:
-    numbers = _SYSCALLS.get(platform.machine())
-    if numbers is None or not sys.platform.startswith("linux"):
-        return None  # (not Linux, or an architecture whose numbers are not listed here)
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.syscall.restype = ctypes.c_long
-    except (OSError, AttributeError):
-        return None
-    return libc, numbers
-
-
-_LIBC = _load()
-enabled = _LIBC is not None
+_NUMBERS = _SYSCALLS.get(platform.machine()) if sys.platform.startswith("linux") else None
+"""This system's numbers of the calls (None: not Linux, or an architecture not listed)."""
+_call = getattr(dirfd.libc, "syscall", None)
+if _call is not None:
+    _call.restype = ctypes.c_long
+enabled = _NUMBERS is not None and _call is not None
 """Whether fsyncs go through the kernel; False where it cannot be used (and in tests that
 fail ``os.fsync`` on purpose: the pool calls it)."""
 _ids = itertools.count(1)
@@ -89,9 +83,8 @@ _local = threading.local()
 
 
 def _syscall(index: int, *args: object) -> int:
-    assert _LIBC is not None
-    libc, numbers = _LIBC
-    result = int(libc.syscall(ctypes.c_long(numbers[index]), *args))
+    assert _NUMBERS is not None and _call is not None
+    result = int(_call(ctypes.c_long(_NUMBERS[index]), *args))
     if result < 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code))
@@ -103,14 +96,14 @@ class _Context:
     for (any thread may wait: one at a time reads the context, under :attr:`lock`)."""
 
     def __init__(self) -> None:
-        assert _LIBC is not None
+        assert _NUMBERS is not None and _call is not None
         handle = ctypes.c_ulong(0)
         _syscall(0, ctypes.c_uint(CAPACITY), ctypes.byref(handle))
         self.handle = handle
         self.lock = threading.Lock()
         self.results: dict[int, int] = {}
-        libc, numbers = _LIBC  # (what __del__ needs, held here: at exit, globals may be gone)
-        self._destroy = functools.partial(libc.syscall, ctypes.c_long(numbers[1]), handle)
+        # (what __del__ needs, held here: at exit, globals may be gone)
+        self._destroy = functools.partial(_call, ctypes.c_long(_NUMBERS[1]), handle)
 
     def submit(self, fds: Sequence[int]) -> list[int]:
         """Start syncing a prefix of ``fds``; the ids of those the kernel took (maybe none:

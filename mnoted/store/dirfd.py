@@ -176,8 +176,9 @@ def read_all(file_fd: int, size: int) -> bytes:
     return b"".join(chunks)
 
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_renameat2 = getattr(_libc, "renameat2", None)  # glibc 2.28+
+libc = ctypes.CDLL(None, use_errno=True)
+"""The C library, for the system calls ``os`` lacks (here, and ``store.aio``'s)."""
+_renameat2 = getattr(libc, "renameat2", None)  # glibc 2.28+
 if _renameat2 is not None:
     _renameat2.argtypes = (
         ctypes.c_int,
@@ -187,7 +188,7 @@ if _renameat2 is not None:
         ctypes.c_uint,
     )
 RENAME_EXCHANGE = 2
-_fallocate = getattr(_libc, "fallocate64", None) or getattr(_libc, "fallocate", None)
+_fallocate = getattr(libc, "fallocate64", None) or getattr(libc, "fallocate", None)
 if _fallocate is not None:
     _fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
 _NOT_ALLOCATED = {errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
